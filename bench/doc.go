@@ -1,0 +1,14 @@
+// Package bench holds the side-by-side benchmarks of cowstate against the
+// structures a Go user would otherwise pick: the builtin map (deep-copied
+// where a snapshot is needed), google/btree and tidwall/btree (copy-on-write
+// clones), and benbjohnson/immutable (a persistent HAMT). Every peer runs in
+// the same benchmark function as a sub-benchmark, so one
+//
+//	go test -run '^$' -bench . ./bench/
+//
+// compares them. Sub-benchmark names are key=value pairs
+// (BenchmarkPut/size=1000000/snap=every1000/impl=cow) that the project's
+// target tooling reads; do not rename them.
+//
+// Peers are imported here only: the library itself depends on none of them.
+package bench

@@ -1,0 +1,85 @@
+package cow
+
+import "fmt"
+
+// Check verifies every structural invariant of the map and returns the first
+// broken one (matching ErrInvariant), or nil. It checks the canonical shape
+// (a subtree is a leaf exactly when it has at most mapLeafMax entries),
+// subtree counts against Len, hash order and hash prefixes of every entry
+// against its path, that each cached hash is the key's hash, that no key
+// appears twice, and that no node carries an epoch newer than the owner's.
+// Cost O(n); writer goroutine only (or with the writer quiescent).
+func (m *Map[K, V]) Check() error {
+	if n := m.root.count(); n != m.len {
+		return fmt.Errorf("%w: root holds %d entries, Len %d", ErrInvariant, n, m.len)
+	}
+	c := mapChecker[K, V]{m: m, seen: make(map[K]struct{}, m.len)}
+	return c.slot(&m.root, 0, 0)
+}
+
+type mapChecker[K comparable, V any] struct {
+	m    *Map[K, V]
+	seen map[K]struct{}
+}
+
+// slot checks the subtree s at depth, whose entries' hashes must all start
+// with the mapBits*depth bits of prefix.
+func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64) error {
+	if b := s.branch; b != nil {
+		if s.ents != nil || s.epoch != 0 {
+			return fmt.Errorf("%w: branch slot at depth %d also holds a leaf", ErrInvariant, depth)
+		}
+		if err := c.epoch(b.epoch, depth); err != nil {
+			return err
+		}
+		if depth >= mapDepths {
+			return fmt.Errorf("%w: branch at depth %d, past the last hash bit", ErrInvariant, depth)
+		}
+		if b.count <= mapLeafMax {
+			return fmt.Errorf("%w: branch at depth %d has %d entries, should be a leaf", ErrInvariant, depth, b.count)
+		}
+		sum := 0
+		for i := range b.kids {
+			if err := c.slot(&b.kids[i], depth+1, prefix<<mapBits|uint64(i)); err != nil {
+				return err
+			}
+			sum += b.kids[i].count()
+		}
+		if sum != b.count {
+			return fmt.Errorf("%w: branch at depth %d counts %d, kids hold %d", ErrInvariant, depth, b.count, sum)
+		}
+		return nil
+	}
+	if len(s.ents) == 0 {
+		return nil // an empty slot (its epoch is left over and unused)
+	}
+	if err := c.epoch(s.epoch, depth); err != nil {
+		return err
+	}
+	if len(s.ents) > mapLeafMax && depth < mapDepths {
+		return fmt.Errorf("%w: leaf at depth %d has %d entries, more than %d", ErrInvariant, depth, len(s.ents), mapLeafMax)
+	}
+	for i, e := range s.ents {
+		if h := c.m.hash(e.key); h != e.hash {
+			return fmt.Errorf("%w: entry %v cached hash %#x, hash is %#x", ErrInvariant, e.key, e.hash, h)
+		}
+		if i > 0 && s.ents[i-1].hash > e.hash {
+			return fmt.Errorf("%w: leaf at depth %d: entry %d out of hash order", ErrInvariant, depth, i)
+		}
+		if depth > 0 && e.hash>>(64-mapBits*depth) != prefix {
+			return fmt.Errorf("%w: entry %v at depth %d does not match its path", ErrInvariant, e.key, depth)
+		}
+		if _, dup := c.seen[e.key]; dup {
+			return fmt.Errorf("%w: key %v appears twice", ErrInvariant, e.key)
+		}
+		c.seen[e.key] = struct{}{}
+	}
+	return nil
+}
+
+func (c *mapChecker[K, V]) epoch(e uint64, depth int) error {
+	if e == 0 || e > c.m.owner.epoch {
+		return fmt.Errorf("%w: node at depth %d has epoch %d, owner epoch %d", ErrInvariant, depth, e, c.m.owner.epoch)
+	}
+	return nil
+}

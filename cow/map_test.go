@@ -1,0 +1,424 @@
+package cow
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+	"pgregory.net/rapid"
+)
+
+func hashInt(k int) uint64 {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(k))
+	return xxhash.Sum64(b[:])
+}
+
+// hashColliding maps keys onto only 16 distinct hashes, so most keys collide
+// on all 64 bits: the leaves past the last hash bit get exercised.
+func hashColliding(k int) uint64 { return hashInt(k % 16) }
+
+func newIntMap(hash func(int) uint64) *Map[int, int] {
+	return NewMap(NewOwner(), hash, Equal[int])
+}
+
+// mapContents returns the entries yielded by an iterator as a Go map,
+// failing on duplicates.
+func mapContents(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, seq func(func(int, int) bool)) map[int]int {
+	t.Helper()
+	got := map[int]int{}
+	for k, v := range seq {
+		if _, dup := got[k]; dup {
+			t.Fatalf("key %d yielded twice", k)
+		}
+		got[k] = v
+	}
+	return got
+}
+
+// frozenMap is a live snapshot with the model copy taken at its capture.
+type frozenMap struct {
+	snap  *MapSnapshot[int, int]
+	model map[int]int
+}
+
+// mapMachine drives a Map and a Go map side by side, with snapshots.
+type mapMachine struct {
+	m      *Map[int, int]
+	model  map[int]int
+	frozen []frozenMap
+	keys   *rapid.Generator[int]
+}
+
+func (mm *mapMachine) check(t *rapid.T) {
+	if err := mm.m.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if mm.m.Len() != len(mm.model) {
+		t.Fatalf("Len %d, model %d", mm.m.Len(), len(mm.model))
+	}
+	if got := mapContents(t, mm.m.All()); !maps.Equal(got, mm.model) {
+		t.Fatalf("live map differs from model: got %d entries, want %d", len(got), len(mm.model))
+	}
+	for i, f := range mm.frozen {
+		if f.snap.Len() != len(f.model) {
+			t.Fatalf("snapshot %d (epoch %d): Len %d, frozen model %d", i, f.snap.Epoch(), f.snap.Len(), len(f.model))
+		}
+		if got := mapContents(t, f.snap.All()); !maps.Equal(got, f.model) {
+			t.Fatalf("snapshot %d (epoch %d) changed after capture", i, f.snap.Epoch())
+		}
+	}
+}
+
+func (mm *mapMachine) actions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"": mm.check,
+		"Set": func(t *rapid.T) {
+			k, v := mm.keys.Draw(t, "k"), rapid.IntRange(0, 3).Draw(t, "v")
+			_, had := mm.model[k]
+			if replaced := mm.m.Set(k, v); replaced != had {
+				t.Fatalf("Set(%d) replaced=%v, model had=%v", k, replaced, had)
+			}
+			mm.model[k] = v
+		},
+		"SetMany": func(t *rapid.T) {
+			n := rapid.IntRange(1, 200).Draw(t, "n")
+			base := mm.keys.Draw(t, "base")
+			for i := range n {
+				mm.m.Set(base+i, i)
+				mm.model[base+i] = i
+			}
+		},
+		"Delete": func(t *rapid.T) {
+			k := mm.keys.Draw(t, "k")
+			want, had := mm.model[k]
+			old, ok := mm.m.Delete(k)
+			if ok != had || (ok && old != want) {
+				t.Fatalf("Delete(%d) = %d,%v; model %d,%v", k, old, ok, want, had)
+			}
+			delete(mm.model, k)
+		},
+		"DeleteMany": func(t *rapid.T) {
+			n := rapid.IntRange(1, 200).Draw(t, "n")
+			base := mm.keys.Draw(t, "base")
+			for i := range n {
+				mm.m.Delete(base + i)
+				delete(mm.model, base+i)
+			}
+		},
+		"Get": func(t *rapid.T) {
+			k := mm.keys.Draw(t, "k")
+			want, had := mm.model[k]
+			if v, ok := mm.m.Get(k); ok != had || v != want {
+				t.Fatalf("Get(%d) = %d,%v; model %d,%v", k, v, ok, want, had)
+			}
+			for _, f := range mm.frozen {
+				want, had := f.model[k]
+				if v, ok := f.snap.Get(k); ok != had || v != want {
+					t.Fatalf("snapshot epoch %d: Get(%d) = %d,%v; frozen %d,%v", f.snap.Epoch(), k, v, ok, want, had)
+				}
+			}
+		},
+		"Clear": func(t *rapid.T) {
+			if rapid.IntRange(0, 9).Draw(t, "rare") == 0 {
+				mm.m.Clear()
+				clear(mm.model)
+			}
+		},
+		"Snapshot": func(t *rapid.T) {
+			if len(mm.frozen) < 6 {
+				mm.frozen = append(mm.frozen, frozenMap{mm.m.Snapshot(), maps.Clone(mm.model)})
+			}
+		},
+		"Release": func(t *rapid.T) {
+			if len(mm.frozen) == 0 {
+				return
+			}
+			i := rapid.IntRange(0, len(mm.frozen)-1).Draw(t, "i")
+			mm.frozen[i].snap.Release()
+			mm.frozen = slices.Delete(mm.frozen, i, i+1)
+		},
+		"Diff": func(t *rapid.T) {
+			if len(mm.frozen) == 0 {
+				return
+			}
+			f := mm.frozen[rapid.IntRange(0, len(mm.frozen)-1).Draw(t, "i")]
+			cur := mm.m.Snapshot()
+			defer cur.Release()
+			got := maps.Clone(f.model)
+			applyChanges(t, got, DiffMaps(f.snap, cur))
+			if !maps.Equal(got, mm.model) {
+				t.Fatalf("Diff(epoch %d, now) applied to the old version does not give the new one", f.snap.Epoch())
+			}
+		},
+	}
+}
+
+func runMapMachine(t *rapid.T, hash func(int) uint64) {
+	mm := &mapMachine{
+		m:     newIntMap(hash),
+		model: map[int]int{},
+		keys:  rapid.IntRange(0, rapid.SampledFrom([]int{50, 500, 3000}).Draw(t, "keyspace")),
+	}
+	t.Repeat(mm.actions())
+}
+
+func TestMap_StateMachine(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { runMapMachine(t, hashInt) })
+}
+
+func TestMap_StateMachineColliding(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { runMapMachine(t, hashColliding) })
+}
+
+func FuzzMap(f *testing.F) {
+	f.Fuzz(rapid.MakeFuzz(func(t *rapid.T) { runMapMachine(t, hashInt) }))
+}
+
+// applyChanges applies a diff to a Go map, checking that each change is
+// consistent with what the map holds.
+func applyChanges(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, m map[int]int, changes func(func(Change[int, int]) bool)) {
+	t.Helper()
+	for c := range changes {
+		old, had := m[c.Key]
+		switch c.Kind {
+		case Added:
+			if had {
+				t.Fatalf("Added %d, already present", c.Key)
+			}
+			m[c.Key] = c.New
+		case Removed:
+			if !had || old != c.Old {
+				t.Fatalf("Removed %d=%d, had %d,%v", c.Key, c.Old, old, had)
+			}
+			delete(m, c.Key)
+		case Changed:
+			if !had || old != c.Old || c.Old == c.New {
+				t.Fatalf("Changed %d %d->%d, had %d,%v", c.Key, c.Old, c.New, old, had)
+			}
+			m[c.Key] = c.New
+		default:
+			t.Fatalf("bad change kind %v", c.Kind)
+		}
+	}
+}
+
+func TestMap_DiffUnrelated(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		hash := rapid.SampledFrom([]func(int) uint64{hashInt, hashColliding}).Draw(t, "hash")
+		build := func(label string) (*MapSnapshot[int, int], map[int]int) {
+			m := newIntMap(hash)
+			model := rapid.MapOfN(rapid.IntRange(0, 400), rapid.IntRange(0, 2), 0, 300).Draw(t, label)
+			for k, v := range model {
+				m.Set(k, v)
+			}
+			return m.Snapshot(), model
+		}
+		a, ma := build("a")
+		b, mb := build("b")
+		got := maps.Clone(ma)
+		applyChanges(t, got, DiffMaps(a, b))
+		if !maps.Equal(got, mb) {
+			t.Fatalf("Diff(a, b) applied to a does not give b")
+		}
+	})
+}
+
+// TestMap_Canonical builds one key set by different histories and checks the
+// trees have the same shape.
+func TestMap_Canonical(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		keys := rapid.SliceOfNDistinct(rapid.IntRange(0, 5000), 0, 600, rapid.ID).Draw(t, "keys")
+		extra := rapid.SliceOfNDistinct(rapid.IntRange(5001, 9000), 0, 300, rapid.ID).Draw(t, "extra")
+		a, b := newIntMap(hashInt), newIntMap(hashInt)
+		for _, k := range keys {
+			a.Set(k, 1)
+		}
+		snap := b.Snapshot() // b takes the copy-on-write paths
+		for _, k := range extra {
+			b.Set(k, 1)
+		}
+		for _, i := range rapid.Permutation(keys).Draw(t, "order") {
+			b.Set(i, 1)
+		}
+		for _, k := range extra {
+			b.Delete(k)
+		}
+		snap.Release()
+		if sa, sb := shape(&a.root), shape(&b.root); sa != sb {
+			t.Fatalf("same keys, different shapes:\n%s\n%s", sa, sb)
+		}
+	})
+}
+
+func shape[K comparable, V any](s *mapSlot[K, V]) string {
+	if s.branch == nil {
+		return fmt.Sprint(len(s.ents))
+	}
+	out := "("
+	for i := range s.branch.kids {
+		out += shape(&s.branch.kids[i]) + " "
+	}
+	return out + ")"
+}
+
+func TestMap_DiffCost(t *testing.T) {
+	n := 100_000
+	if invariants {
+		n = 3_000 // Check after every Set would make the build quadratic
+	}
+	m := newIntMap(hashInt)
+	for i := range n {
+		m.Set(i, i)
+	}
+	a := m.Snapshot()
+	d := mapDiff[int, int]{equal: Equal[int], yield: func(Change[int, int]) bool { return true }, check: func() {}}
+	d.slots(&a.root, &a.root, 0)
+	if d.visited != 0 {
+		t.Fatalf("Diff(a, a) visited %d node pairs, want 0", d.visited)
+	}
+	m.Set(42, -1)
+	b := m.Snapshot()
+	var changes []Change[int, int]
+	d = mapDiff[int, int]{equal: Equal[int], yield: func(c Change[int, int]) bool { changes = append(changes, c); return true }, check: func() {}}
+	d.slots(&a.root, &b.root, 0)
+	if len(changes) != 1 || changes[0] != (Change[int, int]{Kind: Changed, Key: 42, Old: 42, New: -1}) {
+		t.Fatalf("changes = %v", changes)
+	}
+	if d.visited > 5 {
+		t.Fatalf("Diff of one change in 100k entries visited %d node pairs, want at most the depth", d.visited)
+	}
+}
+
+func TestMap_NoOpWrites(t *testing.T) {
+	m := newIntMap(hashInt)
+	for i := range 10_000 {
+		m.Set(i, i)
+	}
+	s := m.Snapshot()
+	defer s.Release()
+	root := m.root.branch
+	allocs := testing.AllocsPerRun(100, func() {
+		m.Set(7, 7)       // equal value
+		m.Delete(-1)      // absent
+		m.Set(9_999, 9_999)
+	})
+	if allocs != 0 {
+		t.Fatalf("no-op writes allocated %v times per run", allocs)
+	}
+	if m.root.branch != root {
+		t.Fatal("no-op writes replaced the root")
+	}
+	s2 := m.Snapshot()
+	defer s2.Release()
+	for c := range DiffMaps(s, s2) {
+		t.Fatalf("no-op writes produced a change: %v", c)
+	}
+}
+
+func TestMap_InPlaceWithoutSnapshot(t *testing.T) {
+	m := newIntMap(hashInt)
+	for i := range 10_000 {
+		m.Set(i, i)
+	}
+	s := m.Snapshot()
+	s.Release()
+	allocs := testing.AllocsPerRun(100, func() { m.Set(5, m.len) })
+	if allocs != 0 {
+		t.Fatalf("an overwrite with no live snapshot allocated %v times", allocs)
+	}
+}
+
+func TestMap_ReleasedSnapshotPanics(t *testing.T) {
+	m := newIntMap(hashInt)
+	m.Set(1, 1)
+	s := m.Snapshot()
+	s.Release()
+	s.Release() // idempotent
+	for name, read := range map[string]func(){
+		"Get": func() { s.Get(1) },
+		"Len": func() { s.Len() },
+		"All": func() {
+			for range s.All() {
+			}
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s on a released snapshot did not panic", name)
+				}
+			}()
+			read()
+		}()
+	}
+}
+
+func TestMap_ViewAfterWritePanics(t *testing.T) {
+	m := newIntMap(hashInt)
+	c := m.Owner().Capture()
+	defer c.Release()
+	m.Set(1, 1)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("View after a write did not panic")
+		}
+	}()
+	m.View(c)
+}
+
+// TestMap_ConcurrentReaders reads snapshots on other goroutines while the
+// writer goes on, checking every snapshot against its frozen model; readers
+// release their snapshots. Run with -race.
+func TestMap_ConcurrentReaders(t *testing.T) {
+	m := newIntMap(hashInt)
+	model := map[int]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for round := range 40 {
+		for i := range 500 {
+			k := (round*131 + i*7) % 3000
+			if i%5 == 0 {
+				m.Delete(k)
+				delete(model, k)
+			} else {
+				m.Set(k, round)
+				model[k] = round
+			}
+		}
+		s, want := m.Snapshot(), maps.Clone(model)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.Release()
+			for range 3 {
+				got := map[int]int{}
+				for k, v := range s.All() {
+					got[k] = v
+				}
+				if !maps.Equal(got, want) || s.Len() != len(want) {
+					errs <- fmt.Errorf("snapshot epoch %d differs from its frozen model", s.Epoch())
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := m.Owner().LiveCaptures(); n != 0 {
+		t.Fatalf("%d captures still live", n)
+	}
+}

@@ -1,0 +1,165 @@
+package cow
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Owner hands out ownership epochs to a group of persistent structures that
+// share one writer goroutine (for example every state table and both timer
+// queues of one backend), so that one Capture freezes all of them at once.
+//
+// # The ownership invariant
+//
+// Every node of a Map or Tree records the epoch it was created in. The owner
+// keeps a writer epoch E (the epoch new nodes are stamped with) and
+// H = the epoch of the newest live Capture (0 when none is live). Then:
+//
+//   - a node with epoch > H is reachable from no live capture, so the writer
+//     mutates it in place;
+//   - a node with epoch <= H may be shared with a capture, so the writer
+//     copies it first; the copy carries epoch E and later writes in the same
+//     epoch mutate the copy in place.
+//
+// Capture records H = E and bumps E: O(1) whatever the size of the
+// structures. Every node reachable from a capture c has epoch <= c.Epoch(),
+// and no node with epoch <= H is mutated while c is live, so what c sees
+// never changes. Releasing captures lowers H again, so a writer with no live
+// capture runs at mutable-structure speed.
+//
+// # Goroutines
+//
+// Capture, Epoch and all mutations of the owned structures belong to the
+// single writer goroutine. Capture.Release may be called from any goroutine
+// (the goroutine that finished serializing a snapshot, typically). A writer
+// that has not yet observed a concurrent Release only copies more than it
+// needs to; it never mutates a node a live capture can see.
+type Owner struct {
+	epoch  uint64        // E: writer-only
+	writes uint64        // mutations since creation: writer-only, detects View after a write
+	high   atomic.Uint64 // H: epoch of the newest live capture, 0 if none
+
+	mu   sync.Mutex
+	live []uint64 // epochs of live captures, ascending; guarded by mu
+}
+
+// NewOwner returns an owner with no live capture. Nodes created by its
+// structures start at epoch 1.
+func NewOwner() *Owner {
+	return &Owner{epoch: 1}
+}
+
+// Epoch returns the writer epoch: the epoch stamped on nodes created now.
+// Writer goroutine only.
+func (o *Owner) Epoch() uint64 { return o.epoch }
+
+// High returns H, the epoch of the newest live capture (0 if none). Safe
+// from any goroutine; the writer may observe a lowered H late.
+func (o *Owner) High() uint64 { return o.high.Load() }
+
+// LiveCaptures returns the number of captures not yet released. Safe from
+// any goroutine.
+func (o *Owner) LiveCaptures() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.live)
+}
+
+// writable reports whether a node created in epoch e may be mutated in
+// place. Writer goroutine only.
+func (o *Owner) writable(e uint64) bool { return e > o.high.Load() }
+
+// wrote records a mutation; View uses it to reject a view taken after a
+// write. Writer goroutine only.
+func (o *Owner) wrote() { o.writes++ }
+
+// Capture freezes every structure of this owner at the current version:
+// after it, their writers copy any node that existed before the call. It
+// costs O(log c) for c live captures and is independent of the structures'
+// size. Take views of the structures with their View methods before the next
+// write. Writer goroutine only.
+func (o *Owner) Capture() *Capture {
+	c := &Capture{owner: o, epoch: o.epoch, writes: o.writes}
+	o.mu.Lock()
+	o.live = append(o.live, c.epoch) // epochs only grow: stays sorted
+	o.high.Store(c.epoch)
+	o.mu.Unlock()
+	o.epoch++
+	return c
+}
+
+// Capture is a pin on one version of an owner's structures. While it is not
+// released, no node reachable from a view taken under it is mutated.
+type Capture struct {
+	owner    *Owner
+	epoch    uint64
+	writes   uint64
+	released atomic.Bool
+}
+
+// Epoch returns the epoch the capture froze; captures of one owner have
+// strictly increasing epochs, so it doubles as a version number.
+func (c *Capture) Epoch() uint64 { return c.epoch }
+
+// Owner returns the owner that took the capture.
+func (c *Capture) Owner() *Owner { return c.owner }
+
+// Released reports whether Release has been called. Safe from any goroutine.
+func (c *Capture) Released() bool { return c.released.Load() }
+
+// Release gives the capture back: once no newer capture is live, the nodes
+// it pinned become writable in place again. Views taken under it must not be
+// read afterwards (their reads panic). Release is idempotent and safe from any
+// goroutine. Cost O(c) for c live captures.
+func (c *Capture) Release() {
+	if c.released.Swap(true) {
+		return
+	}
+	o := c.owner
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if i, ok := slices.BinarySearch(o.live, c.epoch); ok {
+		o.live = slices.Delete(o.live, i, i+1)
+	}
+	var h uint64
+	if n := len(o.live); n > 0 {
+		h = o.live[n-1]
+	}
+	o.high.Store(h)
+}
+
+// mustRead panics if the capture was released: reading a released view would
+// race with the writer reusing its nodes.
+func (c *Capture) mustRead() {
+	if c.released.Load() {
+		panic("cow: read of a released snapshot (epoch " + itoa(c.epoch) + ")")
+	}
+}
+
+// mustView panics unless the owner is c's owner and nothing was written
+// since c was taken: a view must show exactly the captured version.
+func (c *Capture) mustView(o *Owner) {
+	if c.owner != o {
+		panic("cow: View with a capture of another owner")
+	}
+	if c.released.Load() {
+		panic("cow: View of a released capture")
+	}
+	if o.writes != c.writes {
+		panic("cow: View after a write: take views right after Owner.Capture, before any write")
+	}
+}
+
+func itoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}
