@@ -17,8 +17,8 @@ import (
 type kv interface {
 	Put(k, v int64)
 	Get(k int64) (int64, bool)
-	Snapshot()        // capture the current version, keep it until Release
-	Release()         // give back the oldest kept snapshot, if any
+	Snapshot() // capture the current version, keep it until Release
+	Release()  // give back the oldest kept snapshot, if any
 	Len() int
 }
 

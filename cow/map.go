@@ -2,6 +2,7 @@ package cow
 
 import (
 	"iter"
+	"slices"
 )
 
 // Map is a persistent hash map with in-place writes between captures: a
@@ -20,8 +21,11 @@ type Map[K comparable, V any] struct {
 	owner *Owner
 	root  mapSlot[K, V]
 	len   int
-	hash  func(K) uint64
-	equal func(a, b V) bool
+	// rootEpoch is the epoch the root leaf was allocated in: the root leaf
+	// has no parent branch to record its ownership.
+	rootEpoch uint64
+	hash      func(K) uint64
+	equal     func(a, b V) bool
 }
 
 // NewMap returns an empty map owned by owner (one Owner may be shared by many
@@ -72,86 +76,115 @@ const (
 // Set sets k to v and reports whether k was already present. Setting a key
 // to a value equal to its present one changes nothing and copies nothing.
 func (m *Map[K, V]) Set(k K, v V) (replaced bool) {
-	root, r := m.set(&m.root, 0, m.hash(k), k, v)
+	root, r, fresh := m.set(&m.root, m.owner.writable(m.rootEpoch), 0, m.hash(k), k, v)
 	switch r {
 	case unchanged:
 		return true
 	case inserted:
 		m.len++
 	}
-	m.root = root
-	m.owner.wrote()
+	m.setRoot(root, fresh)
 	m.verify("Set")
 	return r == updated
 }
 
-// set writes k=v below s and returns the new value of the slot. Copies are
-// made on the way back up, only when something below changed, so a no-op
-// write keeps every node.
-func (m *Map[K, V]) set(s *mapSlot[K, V], depth int, h uint64, k K, v V) (mapSlot[K, V], writeResult) {
-	if b := s.branch; b != nil {
+func (m *Map[K, V]) setRoot(root mapSlot[K, V], fresh bool) {
+	m.root = root
+	if fresh {
+		m.rootEpoch = m.owner.epoch
+	}
+	m.owner.wrote()
+}
+
+// set writes k=v below s and returns the new value of the slot and what
+// changed. writable says whether the leaf at s (if s is a leaf) may be
+// written in place; fresh says whether the returned leaf may be (the parent
+// records it in its owned bitmap). Copies are made on the way back up, only
+// when something below changed, so a no-op write keeps every node.
+func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k K, v V) (_ mapSlot[K, V], _ writeResult, fresh bool) {
+	if b := s.branch(); b != nil {
 		i := slotAt(h, depth)
-		kid, r := m.set(&b.kids[i], depth+1, h, k, v)
+		kidWritable := b.owned&(1<<i) != 0 && m.owner.writable(b.epoch)
+		kid, r, kidFresh := m.set(&b.kids[i], kidWritable, depth+1, h, k, v)
 		if r == unchanged {
-			return *s, unchanged
+			return *s, unchanged, false
 		}
 		b = m.ownBranch(b)
-		b.kids[i] = kid
+		b.setKid(i, kid, kidFresh)
 		if r == inserted {
 			b.count++
 		}
-		return mapSlot[K, V]{branch: b}, r
+		return branchSlot(b), r, false
 	}
-	ents, epoch := s.ents, s.epoch
+	ents := s.ents()
+	writable = writable && ents != nil
 	i, found := findEntry(ents, h, k, depth)
 	if found {
 		if m.equal(ents[i].val, v) {
-			return *s, unchanged
+			return *s, unchanged, false
 		}
-		if !m.owner.writable(epoch) {
-			ents, epoch = append([]mapEntry[K, V](nil), ents...), m.owner.epoch
+		if !writable {
+			ents = slices.Clone(ents)
 		}
 		ents[i].val = v
-		return mapSlot[K, V]{ents: ents, epoch: epoch}, updated
+		return leafSlot(ents), updated, true
 	}
 	e := mapEntry[K, V]{h, k, v}
-	if len(ents) > 0 && m.owner.writable(epoch) {
-		ents = insertAt(ents, i, e)
+	n := len(ents)
+	switch {
+	case n+1 > mapLeafMax && depth < mapDepths:
+		split := make([]mapEntry[K, V], n+1)
+		copy(split, ents[:i])
+		split[i] = e
+		copy(split[i+1:], ents[i:])
+		return buildSlot(split, depth, m.owner.epoch), inserted, true
+	case writable && n < cap(ents):
+		ents = ents[:n+1] // in place, in the spare capacity
+	case writable:
+		// Grow by a quarter, not double: leaves are many, slack is memory.
+		ents = append(make([]mapEntry[K, V], 0, n+n/4+2), ents...)[:n+1]
+	default:
+		ents = append(make([]mapEntry[K, V], 0, n+1), ents...)[:n+1] // copy-on-write: exact size
+	}
+	copy(ents[i+1:], ents[i:n])
+	ents[i] = e
+	return leafSlot(ents), inserted, true
+}
+
+// setKid stores kid in slot i of a writable branch and records whether the
+// writer owns it.
+func (b *mapBranch[K, V]) setKid(i int, kid mapSlot[K, V], fresh bool) {
+	b.kids[i] = kid
+	if fresh && kid.isLeaf() {
+		b.owned |= 1 << i
 	} else {
-		grown := make([]mapEntry[K, V], len(ents)+1)
-		copy(grown, ents[:i])
-		grown[i] = e
-		copy(grown[i+1:], ents[i:])
-		ents, epoch = grown, m.owner.epoch
+		b.owned &^= 1 << i
 	}
-	if len(ents) > mapLeafMax && depth < mapDepths {
-		return buildSlot(ents, depth, m.owner.epoch), inserted
-	}
-	return mapSlot[K, V]{ents: ents, epoch: epoch}, inserted
 }
 
 // Delete removes k and reports whether it was present. Deleting an absent
 // key changes nothing and copies nothing.
 func (m *Map[K, V]) Delete(k K) (old V, deleted bool) {
-	root, old, ok := m.del(&m.root, 0, m.hash(k), k)
+	root, old, ok, fresh := m.del(&m.root, m.owner.writable(m.rootEpoch), 0, m.hash(k), k)
 	if !ok {
 		return old, false
 	}
-	m.root = root
 	m.len--
-	m.owner.wrote()
+	m.setRoot(root, fresh)
 	m.verify("Delete")
 	return old, true
 }
 
 // del removes k below s and returns the new value of the slot, the removed
-// value and whether k was present.
-func (m *Map[K, V]) del(s *mapSlot[K, V], depth int, h uint64, k K) (mapSlot[K, V], V, bool) {
-	if b := s.branch; b != nil {
+// value, whether k was present and whether the returned leaf is the
+// writer's (writable and fresh as for set).
+func (m *Map[K, V]) del(s *mapSlot[K, V], writable bool, depth int, h uint64, k K) (_ mapSlot[K, V], old V, found, fresh bool) {
+	if b := s.branch(); b != nil {
 		i := slotAt(h, depth)
-		kid, old, found := m.del(&b.kids[i], depth+1, h, k)
+		kidWritable := b.owned&(1<<i) != 0 && m.owner.writable(b.epoch)
+		kid, old, found, kidFresh := m.del(&b.kids[i], kidWritable, depth+1, h, k)
 		if !found {
-			return *s, old, false
+			return *s, old, false, false
 		}
 		if b.count-1 <= mapLeafMax {
 			// The subtree shrank to one leaf's worth: every kid is a leaf
@@ -159,34 +192,35 @@ func (m *Map[K, V]) del(s *mapSlot[K, V], depth int, h uint64, k K) (mapSlot[K, 
 			ents := make([]mapEntry[K, V], 0, b.count-1)
 			for j := range b.kids {
 				if j == i {
-					ents = append(ents, kid.ents...)
+					ents = append(ents, kid.ents()...)
 				} else {
-					ents = append(ents, b.kids[j].ents...)
+					ents = append(ents, b.kids[j].ents()...)
 				}
 			}
-			return mapSlot[K, V]{ents: ents, epoch: m.owner.epoch}, old, true
+			return leafSlot(ents), old, true, true
 		}
 		b = m.ownBranch(b)
-		b.kids[i] = kid
+		b.setKid(i, kid, kidFresh)
 		b.count--
-		return mapSlot[K, V]{branch: b}, old, true
+		return branchSlot(b), old, true, false
 	}
-	i, found := findEntry(s.ents, h, k, depth)
+	ents := s.ents()
+	i, found := findEntry(ents, h, k, depth)
 	if !found {
-		var zero V
-		return *s, zero, false
+		return *s, old, false, false
 	}
-	old := s.ents[i].val
-	switch {
-	case len(s.ents) == 1:
-		return mapSlot[K, V]{}, old, true
-	case m.owner.writable(s.epoch):
-		return mapSlot[K, V]{ents: removeAt(s.ents, i), epoch: s.epoch}, old, true
+	old = ents[i].val
+	n := len(ents)
+	if n == 1 {
+		return mapSlot[K, V]{}, old, true, false
 	}
-	ents := make([]mapEntry[K, V], len(s.ents)-1)
-	copy(ents, s.ents[:i])
-	copy(ents[i:], s.ents[i+1:])
-	return mapSlot[K, V]{ents: ents, epoch: m.owner.epoch}, old, true
+	if !writable {
+		rest := make([]mapEntry[K, V], 0, n-1)
+		return leafSlot(append(append(rest, ents[:i]...), ents[i+1:]...)), old, true, true
+	}
+	copy(ents[i:], ents[i+1:])
+	ents[n-1] = mapEntry[K, V]{} // let the collector have what it held
+	return leafSlot(ents[:n-1]), old, true, true
 }
 
 // ownBranch returns b if the writer may mutate it, else a copy stamped with
@@ -197,6 +231,7 @@ func (m *Map[K, V]) ownBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 	}
 	c := *b
 	c.epoch = m.owner.epoch
+	c.owned = 0 // the copy shares every leaf until it writes it
 	return &c
 }
 
@@ -216,27 +251,4 @@ func (m *Map[K, V]) verify(op string) {
 			panic("cow: Map invariant broken after " + op + ": " + err.Error())
 		}
 	}
-}
-
-// insertAt inserts v at i, growing the backing array by a quarter rather
-// than doubling it: leaves are many and small, so slack is memory.
-func insertAt[T any](s []T, i int, v T) []T {
-	if len(s) == cap(s) {
-		grown := make([]T, len(s), len(s)+len(s)/4+2)
-		copy(grown, s)
-		s = grown
-	}
-	s = s[:len(s)+1]
-	copy(s[i+1:], s[i:])
-	s[i] = v
-	return s
-}
-
-// removeAt removes element i in place and clears the vacated slot so the
-// garbage collector does not keep what it referenced.
-func removeAt[T any](s []T, i int) []T {
-	copy(s[i:], s[i+1:])
-	var zero T
-	s[len(s)-1] = zero
-	return s[:len(s)-1]
 }

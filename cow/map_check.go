@@ -7,7 +7,8 @@ import "fmt"
 // (a subtree is a leaf exactly when it has at most mapLeafMax entries),
 // subtree counts against Len, hash order and hash prefixes of every entry
 // against its path, that each cached hash is the key's hash, that no key
-// appears twice, and that no node carries an epoch newer than the owner's.
+// appears twice, that no branch carries an epoch newer than the owner's, and
+// that a branch's owned bitmap marks leaves only.
 // Cost O(n); writer goroutine only (or with the writer quiescent).
 func (m *Map[K, V]) Check() error {
 	if n := m.root.count(); n != m.len {
@@ -25,9 +26,9 @@ type mapChecker[K comparable, V any] struct {
 // slot checks the subtree s at depth, whose entries' hashes must all start
 // with the mapBits*depth bits of prefix.
 func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64) error {
-	if b := s.branch; b != nil {
-		if s.ents != nil || s.epoch != 0 {
-			return fmt.Errorf("%w: branch slot at depth %d also holds a leaf", ErrInvariant, depth)
+	if b := s.branch(); b != nil {
+		if s.c != 0 {
+			return fmt.Errorf("%w: branch slot at depth %d has a leaf capacity", ErrInvariant, depth)
 		}
 		if err := c.epoch(b.epoch, depth); err != nil {
 			return err
@@ -40,6 +41,9 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64) erro
 		}
 		sum := 0
 		for i := range b.kids {
+			if b.owned&(1<<i) != 0 && !b.kids[i].isLeaf() {
+				return fmt.Errorf("%w: branch at depth %d owns slot %d, which holds no leaf", ErrInvariant, depth, i)
+			}
 			if err := c.slot(&b.kids[i], depth+1, prefix<<mapBits|uint64(i)); err != nil {
 				return err
 			}
@@ -50,20 +54,24 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64) erro
 		}
 		return nil
 	}
-	if len(s.ents) == 0 {
-		return nil // an empty slot (its epoch is left over and unused)
+	if s.p == nil {
+		if s.n != 0 || s.c != 0 {
+			return fmt.Errorf("%w: empty slot at depth %d has length %d, capacity %d", ErrInvariant, depth, s.n, s.c)
+		}
+		return nil
 	}
-	if err := c.epoch(s.epoch, depth); err != nil {
-		return err
+	if s.n <= 0 || s.n > s.c {
+		return fmt.Errorf("%w: leaf at depth %d has %d entries, capacity %d", ErrInvariant, depth, s.n, s.c)
 	}
-	if len(s.ents) > mapLeafMax && depth < mapDepths {
-		return fmt.Errorf("%w: leaf at depth %d has %d entries, more than %d", ErrInvariant, depth, len(s.ents), mapLeafMax)
+	ents := s.ents()
+	if len(ents) > mapLeafMax && depth < mapDepths {
+		return fmt.Errorf("%w: leaf at depth %d has %d entries, more than %d", ErrInvariant, depth, len(ents), mapLeafMax)
 	}
-	for i, e := range s.ents {
+	for i, e := range ents {
 		if h := c.m.hash(e.key); h != e.hash {
 			return fmt.Errorf("%w: entry %v cached hash %#x, hash is %#x", ErrInvariant, e.key, e.hash, h)
 		}
-		if i > 0 && s.ents[i-1].hash > e.hash {
+		if i > 0 && ents[i-1].hash > e.hash {
 			return fmt.Errorf("%w: leaf at depth %d: entry %d out of hash order", ErrInvariant, depth, i)
 		}
 		if depth > 0 && e.hash>>(64-mapBits*depth) != prefix {

@@ -1,6 +1,9 @@
 package cow
 
-import "iter"
+import (
+	"iter"
+	"unsafe"
+)
 
 // DiffMaps yields the changes that turn old into new: Added for keys only in
 // new, Removed for keys only in old, Changed for keys in both whose values
@@ -47,34 +50,68 @@ func (d *mapDiff[K, V]) emit(c Change[K, V]) bool {
 }
 
 // slots diffs two subtrees at the same depth; false means the consumer
-// stopped.
+// stopped. For a pair of branches it first finds every kid pair that
+// differs and touches their nodes, then descends into them: the cache misses
+// of siblings overlap instead of following each other.
 func (d *mapDiff[K, V]) slots(a, b *mapSlot[K, V], depth int) bool {
 	if a.same(b) {
 		return true
 	}
 	d.visited++
 	switch {
-	case a.branch != nil && b.branch != nil:
-		for i := range a.branch.kids {
-			if !d.slots(&a.branch.kids[i], &b.branch.kids[i], depth+1) {
+	case a.n == branchMark && b.n == branchMark:
+		ba, bb := a.branch(), b.branch()
+		var differ [mapFanout]uint8
+		nd := 0
+		for i := range ba.kids {
+			if !ba.kids[i].same(&bb.kids[i]) {
+				touch(&ba.kids[i])
+				touch(&bb.kids[i])
+				differ[nd] = uint8(i)
+				nd++
+			}
+		}
+		for _, i := range differ[:nd] {
+			if !d.slots(&ba.kids[i], &bb.kids[i], depth+1) {
 				return false
 			}
 		}
 		return true
-	case a.branch == nil && b.branch == nil:
+	case a.n != branchMark && b.n != branchMark:
 		d.check()
-		return d.entries(a.ents, b.ents)
+		return d.entries(a.ents(), b.ents())
 	default:
 		// A leaf against a branch: the key set crossed mapLeafMax between
-		// the versions. Rare for consecutive versions; flatten and merge.
+		// the versions. Rare for close versions; flatten and merge.
 		d.check()
 		return d.entries(a.appendEntries(nil), b.appendEntries(nil))
 	}
 }
 
+// touchSink keeps touch's loads from being optimized away.
+var touchSink uint64
+
+// touch loads the first word of the node of s (a branch and a leaf's first
+// entry both start with a uint64) so that it is in cache when the walk gets
+// there.
+func touch[K comparable, V any](s *mapSlot[K, V]) {
+	if s.p != nil && *(*uint64)(s.p) == 1<<63+1 { // a condition the compiler cannot drop
+		touchSink++
+	}
+}
+
 // entries merges two hash-sorted entry lists. Runs of equal hashes (true
 // collisions) are matched key by key.
+//
+// Two versions of a leaf usually differ in one entry, so the common prefix
+// and suffix of bitwise-identical entries are skipped first with a few
+// memory compares (an entry whose bits did not change did not change),
+// instead of comparing every entry and calling equal on its value.
 func (d *mapDiff[K, V]) entries(x, y []mapEntry[K, V]) bool {
+	p := samePrefix(x, y)
+	x, y = x[p:], y[p:]
+	q := sameSuffix(x, y)
+	x, y = x[:len(x)-q], y[:len(y)-q]
 	i, j := 0, 0
 	for i < len(x) || j < len(y) {
 		switch {
@@ -143,4 +180,49 @@ func (d *mapDiff[K, V]) run(x, y []mapEntry[K, V]) bool {
 		}
 	}
 	return true
+}
+
+// entryBytes returns the memory of ents as a string, for comparing.
+func entryBytes[K comparable, V any](ents []mapEntry[K, V]) string {
+	var e mapEntry[K, V]
+	return unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(ents))), len(ents)*int(unsafe.Sizeof(e)))
+}
+
+// samePrefix returns how many leading entries x and y have bitwise
+// identical: a binary search over memory compares.
+func samePrefix[K comparable, V any](x, y []mapEntry[K, V]) int {
+	n := min(len(x), len(y))
+	if entryBytes(x[:n]) == entryBytes(y[:n]) {
+		return n
+	}
+	lo, hi := 0, n // x[:lo] and y[:lo] are identical, x[:hi] and y[:hi] are not
+	for hi-lo > 1 {
+		mid := int(uint(lo+hi) >> 1)
+		if entryBytes(x[lo:mid]) == entryBytes(y[lo:mid]) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// sameSuffix returns how many trailing entries x and y have bitwise
+// identical.
+func sameSuffix[K comparable, V any](x, y []mapEntry[K, V]) int {
+	n := min(len(x), len(y))
+	xs, ys := x[len(x)-n:], y[len(y)-n:]
+	if entryBytes(xs) == entryBytes(ys) {
+		return n
+	}
+	lo, hi := 0, n // the last lo entries are identical, the last hi are not
+	for hi-lo > 1 {
+		mid := int(uint(lo+hi) >> 1)
+		if entryBytes(xs[n-mid:n-lo]) == entryBytes(ys[n-mid:n-lo]) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }

@@ -1,5 +1,12 @@
 package cow
 
+import (
+	"math"
+	"math/bits"
+	"slices"
+	"unsafe"
+)
+
 // Shape of the hash trie. A branch at depth d splits on hash bits
 // [64-mapBits*(d+1), 64-mapBits*d), most significant first, so an in-order
 // walk visits entries in ascending hash order.
@@ -19,10 +26,12 @@ type mapEntry[K comparable, V any] struct {
 	val  V
 }
 
-// mapSlot is one subtree: a branch (branch != nil), a leaf (the entries
-// ents, sorted by hash), or nothing (neither). A leaf is nothing but its
-// entry array, held by the slot that points to it: one heap object per leaf,
-// and a lookup reaches the entries straight from the parent.
+// mapSlot is one subtree: a branch, a leaf, or nothing (p == nil). A leaf
+// is a single array of entries sorted by hash, held directly by the slot
+// that points to it (p, n entries, capacity c): one heap object per leaf, a
+// lookup goes from the parent's slot straight to the entry it interpolates,
+// and a slot is two words, so a branch stays small enough to copy cheaply.
+// A branch slot has n == branchMark.
 //
 // # Canonical shape
 //
@@ -35,76 +44,130 @@ type mapEntry[K comparable, V any] struct {
 //
 // # Ownership
 //
-// epoch is the Owner epoch the leaf's entry array was created in (a branch
-// carries its own). The writer mutates an entry array or a branch in place
+// A branch records the Owner epoch it was created in and is mutated in place
 // only while owner.writable(epoch); otherwise a live capture may see it and
-// the writer works on a copy stamped with the writer epoch. Copying a branch
-// copies its slots, so the copy points to the same entry arrays with the same
-// epochs, and they are copied in turn when written. Nothing reachable from a
-// live capture is ever written, so any number of goroutines may read it.
+// the writer works on a copy stamped with the writer epoch. A leaf has no
+// epoch of its own: its parent's owned bitmap says which leaves the writer
+// allocated while that branch object was writable. Such a leaf is reachable
+// from that branch only, and so from a capture only if the branch is; it is
+// written in place exactly when the branch is writable and its bit is set.
+// Copying a branch clears the bitmap: the copy shares every leaf until it
+// writes it. (The root leaf's epoch is kept by the Map.) Nothing reachable
+// from a live capture is ever written, so any number of goroutines may read
+// it.
 type mapSlot[K comparable, V any] struct {
-	branch *mapBranch[K, V]
-	ents   []mapEntry[K, V]
-	epoch  uint64
+	p    unsafe.Pointer // *mapBranch[K, V] or the first mapEntry[K, V] of a leaf
+	n, c int32          // leaf length and capacity; n == branchMark for a branch
 }
+
+const branchMark = -1
 
 // mapBranch is an interior node: one slot per value of the next mapBits hash
 // bits, and the number of entries below it.
 type mapBranch[K comparable, V any] struct {
 	epoch uint64
 	count int
+	owned uint32 // leaves allocated under this branch object (see mapSlot)
 	kids  [mapFanout]mapSlot[K, V]
 }
 
-func (s *mapSlot[K, V]) empty() bool { return s.branch == nil && len(s.ents) == 0 }
+func branchSlot[K comparable, V any](b *mapBranch[K, V]) mapSlot[K, V] {
+	return mapSlot[K, V]{p: unsafe.Pointer(b), n: branchMark}
+}
+
+// leafSlot returns the slot of a leaf holding ents (nothing if empty).
+func leafSlot[K comparable, V any](ents []mapEntry[K, V]) mapSlot[K, V] {
+	if len(ents) == 0 {
+		return mapSlot[K, V]{}
+	}
+	if cap(ents) > math.MaxInt32 {
+		panic("cow: BUG: leaf of 2^31 entries")
+	}
+	return mapSlot[K, V]{p: unsafe.Pointer(unsafe.SliceData(ents)), n: int32(len(ents)), c: int32(cap(ents))}
+}
+
+// branch returns the slot's branch, or nil.
+func (s *mapSlot[K, V]) branch() *mapBranch[K, V] {
+	if s.n != branchMark {
+		return nil
+	}
+	return (*mapBranch[K, V])(s.p)
+}
+
+// isLeaf reports whether the slot holds a leaf.
+func (s *mapSlot[K, V]) isLeaf() bool { return s.n > 0 }
+
+// ents returns the entries of a leaf slot (nil for a branch or nothing),
+// with the leaf's spare capacity.
+func (s *mapSlot[K, V]) ents() []mapEntry[K, V] {
+	if s.n <= 0 {
+		return nil
+	}
+	return unsafe.Slice((*mapEntry[K, V])(s.p), s.c)[:s.n]
+}
 
 // count returns the number of entries in the subtree.
 func (s *mapSlot[K, V]) count() int {
-	if s.branch != nil {
-		return s.branch.count
+	if b := s.branch(); b != nil {
+		return b.count
 	}
-	return len(s.ents)
+	return int(s.n)
 }
 
-// same reports whether two slots are the same subtree by identity: the same
-// branch, or the same entry array with the same length. Captured arrays are
-// never written, so identity implies equal contents.
-func (s *mapSlot[K, V]) same(o *mapSlot[K, V]) bool {
-	if s.branch != nil || o.branch != nil {
-		return s.branch == o.branch
-	}
-	if len(s.ents) != len(o.ents) {
-		return false
-	}
-	return len(s.ents) == 0 || &s.ents[0] == &o.ents[0]
-}
+// same reports whether two slots are the same subtree by identity. Captured
+// nodes are never written, so for two captures identity implies equal
+// contents.
+func (s *mapSlot[K, V]) same(o *mapSlot[K, V]) bool { return s.p == o.p && s.n == o.n }
 
 // slotAt returns the slot of hash h in a branch at depth.
 func slotAt(h uint64, depth int) int {
 	return int(h << (mapBits * depth) >> (64 - mapBits))
 }
 
+// searchWindow is the number of entries searchLeaf counts without
+// branching around the interpolated position.
+const searchWindow = 8
+
 // searchLeaf returns the index of the first entry of ents with hash >= h.
 // The hashes of a leaf at depth share their first mapBits*depth bits and are
-// spread uniformly below, so the position is interpolated from the
-// remaining bits and then corrected by a short scan: one or two cache lines
-// instead of a binary search's five or six.
+// spread uniformly below, so the position is interpolated from the remaining
+// bits; the entries of a small window around it are then compared without
+// branches (independent loads that the CPU overlaps, where a scan would
+// chain cache misses and mispredict its exit). A position outside the window
+// falls back to a scan.
 func searchLeaf[K comparable, V any](ents []mapEntry[K, V], h uint64, depth int) int {
 	n := len(ents)
-	if n == 0 {
-		return 0
+	if n <= searchWindow {
+		return countBelow(ents, h)
 	}
 	rest := h << min(63, mapBits*depth) // the bits below the leaf's prefix
 	i := int((rest >> 32) * uint64(n) >> 32)
-	if ents[i].hash < h {
-		for i++; i < n && ents[i].hash < h; i++ {
+	lo := min(max(0, i-searchWindow/2), n-searchWindow)
+	w := ents[lo : lo+searchWindow]
+	switch {
+	case lo > 0 && w[0].hash >= h:
+		for lo > 0 && ents[lo-1].hash >= h {
+			lo--
+		}
+		return lo
+	case lo+searchWindow < n && w[searchWindow-1].hash < h:
+		i := lo + searchWindow
+		for i < n && ents[i].hash < h {
+			i++
 		}
 		return i
 	}
-	for i > 0 && ents[i-1].hash >= h {
-		i--
+	return lo + countBelow(w, h)
+}
+
+// countBelow returns how many entries have a hash below h, branch-free.
+func countBelow[K comparable, V any](ents []mapEntry[K, V], h uint64) int {
+	c := uint64(0)
+	for i := range ents {
+		_, borrow := bits.Sub64(ents[i].hash, h, 0) // 1 when hash < h
+		c += borrow
 	}
-	return i
+	return int(c)
 }
 
 // findEntry returns the index of key k with hash h in a leaf's entries, or
@@ -122,12 +185,13 @@ func findEntry[K comparable, V any](ents []mapEntry[K, V], h uint64, k K, depth 
 // lookup finds k (hash h) below s. Read-only: safe on captured nodes.
 func (s *mapSlot[K, V]) lookup(h uint64, k K) (V, bool) {
 	depth := 0
-	for s.branch != nil {
-		s = &s.branch.kids[slotAt(h, depth)]
+	for s.n == branchMark {
+		s = &(*mapBranch[K, V])(s.p).kids[slotAt(h, depth)]
 		depth++
 	}
-	if i, ok := findEntry(s.ents, h, k, depth); ok {
-		return s.ents[i].val, true
+	ents := s.ents()
+	if i, ok := findEntry(ents, h, k, depth); ok {
+		return ents[i].val, true
 	}
 	var zero V
 	return zero, false
@@ -135,11 +199,12 @@ func (s *mapSlot[K, V]) lookup(h uint64, k K) (V, bool) {
 
 // appendEntries appends every entry below s in hash order.
 func (s *mapSlot[K, V]) appendEntries(dst []mapEntry[K, V]) []mapEntry[K, V] {
-	if s.branch == nil {
-		return append(dst, s.ents...)
+	b := s.branch()
+	if b == nil {
+		return append(dst, s.ents()...)
 	}
-	for i := range s.branch.kids {
-		dst = s.branch.kids[i].appendEntries(dst)
+	for i := range b.kids {
+		dst = b.kids[i].appendEntries(dst)
 	}
 	return dst
 }
@@ -147,19 +212,20 @@ func (s *mapSlot[K, V]) appendEntries(dst []mapEntry[K, V]) []mapEntry[K, V] {
 // all yields every entry below s in hash order, calling check (if not nil)
 // before each leaf; false means the consumer stopped.
 func (s *mapSlot[K, V]) all(yield func(K, V) bool, check func()) bool {
-	if s.branch != nil {
-		for i := range s.branch.kids {
-			if !s.branch.kids[i].all(yield, check) {
+	if b := s.branch(); b != nil {
+		for i := range b.kids {
+			if !b.kids[i].all(yield, check) {
 				return false
 			}
 		}
 		return true
 	}
-	if len(s.ents) > 0 && check != nil {
+	ents := s.ents()
+	if len(ents) > 0 && check != nil {
 		check()
 	}
-	for i := range s.ents {
-		if !yield(s.ents[i].key, s.ents[i].val) {
+	for i := range ents {
+		if !yield(ents[i].key, ents[i].val) {
 			return false
 		}
 	}
@@ -167,11 +233,14 @@ func (s *mapSlot[K, V]) all(yield func(K, V) bool, check func()) bool {
 }
 
 // buildSlot returns the canonical subtree at depth for entries sorted by
-// hash, stamped with epoch. It takes ownership of ents when they form one
-// leaf; otherwise every leaf gets a backing array of its own.
+// hash, with branches stamped with epoch and every leaf freshly allocated
+// (owned by its new parent).
 func buildSlot[K comparable, V any](ents []mapEntry[K, V], depth int, epoch uint64) mapSlot[K, V] {
+	if len(ents) == 0 {
+		return mapSlot[K, V]{}
+	}
 	if len(ents) <= mapLeafMax || depth >= mapDepths {
-		return mapSlot[K, V]{ents: ents, epoch: epoch}
+		return leafSlot(slices.Clone(ents))
 	}
 	b := &mapBranch[K, V]{epoch: epoch, count: len(ents)}
 	// Entries sorted by hash are grouped by slot: each kid is one run.
@@ -181,12 +250,11 @@ func buildSlot[K comparable, V any](ents []mapEntry[K, V], depth int, epoch uint
 		for j < len(ents) && slotAt(ents[j].hash, depth) == s {
 			j++
 		}
-		run := ents[i:j:j]
-		if j-i <= mapLeafMax {
-			run = append([]mapEntry[K, V](nil), run...)
+		b.kids[s] = buildSlot(ents[i:j], depth+1, epoch)
+		if b.kids[s].isLeaf() {
+			b.owned |= 1 << s
 		}
-		b.kids[s] = buildSlot(run, depth+1, epoch)
 		i = j
 	}
-	return mapSlot[K, V]{branch: b}
+	return branchSlot(b)
 }

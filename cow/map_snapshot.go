@@ -18,7 +18,13 @@ type MapSnapshot[K comparable, V any] struct {
 // owner; use Owner.Capture and View to snapshot several structures at one
 // version. Writer goroutine only.
 func (m *Map[K, V]) Snapshot() *MapSnapshot[K, V] {
-	return m.View(m.owner.Capture())
+	a := new(struct {
+		snap MapSnapshot[K, V]
+		c    Capture
+	}) // one allocation for both
+	m.owner.captureInto(&a.c)
+	a.snap = MapSnapshot[K, V]{root: m.root, len: m.len, hash: m.hash, equal: m.equal, capture: &a.c}
+	return &a.snap
 }
 
 // View returns the map's version frozen by c in O(1). c must come from the

@@ -262,12 +262,13 @@ func TestMap_Canonical(t *testing.T) {
 }
 
 func shape[K comparable, V any](s *mapSlot[K, V]) string {
-	if s.branch == nil {
-		return fmt.Sprint(len(s.ents))
+	b := s.branch()
+	if b == nil {
+		return fmt.Sprint(len(s.ents()))
 	}
 	out := "("
-	for i := range s.branch.kids {
-		out += shape(&s.branch.kids[i]) + " "
+	for i := range b.kids {
+		out += shape(&b.kids[i]) + " "
 	}
 	return out + ")"
 }
@@ -307,16 +308,16 @@ func TestMap_NoOpWrites(t *testing.T) {
 	}
 	s := m.Snapshot()
 	defer s.Release()
-	root := m.root.branch
+	root := m.root.branch()
 	allocs := testing.AllocsPerRun(100, func() {
-		m.Set(7, 7)       // equal value
-		m.Delete(-1)      // absent
+		m.Set(7, 7)  // equal value
+		m.Delete(-1) // absent
 		m.Set(9_999, 9_999)
 	})
 	if allocs != 0 {
 		t.Fatalf("no-op writes allocated %v times per run", allocs)
 	}
-	if m.root.branch != root {
+	if m.root.branch() != root {
 		t.Fatal("no-op writes replaced the root")
 	}
 	s2 := m.Snapshot()

@@ -80,13 +80,20 @@ func (o *Owner) wrote() { o.writes++ }
 // size. Take views of the structures with their View methods before the next
 // write. Writer goroutine only.
 func (o *Owner) Capture() *Capture {
-	c := &Capture{owner: o, epoch: o.epoch, writes: o.writes}
+	c := new(Capture)
+	o.captureInto(c)
+	return c
+}
+
+// captureInto is Capture into a Capture the caller allocated (a snapshot
+// embeds its capture to save an allocation).
+func (o *Owner) captureInto(c *Capture) {
+	*c = Capture{owner: o, epoch: o.epoch, writes: o.writes}
 	o.mu.Lock()
 	o.live = append(o.live, c.epoch) // epochs only grow: stays sorted
 	o.high.Store(c.epoch)
 	o.mu.Unlock()
 	o.epoch++
-	return c
 }
 
 // Capture is a pin on one version of an owner's structures. While it is not
