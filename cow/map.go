@@ -106,8 +106,8 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 		i := slotAt(h, depth)
 		kidWritable := b.owned&(1<<i) != 0 && m.owner.writable(b.epoch)
 		kid, r, kidFresh := m.set(&b.kids[i], kidWritable, depth+1, h, k, v)
-		if r == unchanged {
-			return *s, unchanged, false
+		if r == unchanged || (r == updated && kidWritable && kid == b.kids[i]) {
+			return *s, r, false // nothing changed here, or the leaf was written in place
 		}
 		b = m.ownBranch(b)
 		b.setKid(i, kid, kidFresh)

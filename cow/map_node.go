@@ -2,7 +2,6 @@ package cow
 
 import (
 	"math"
-	"math/bits"
 	"slices"
 	"unsafe"
 )
@@ -124,50 +123,30 @@ func slotAt(h uint64, depth int) int {
 	return int(h << (mapBits * depth) >> (64 - mapBits))
 }
 
-// searchWindow is the number of entries searchLeaf counts without
-// branching around the interpolated position.
-const searchWindow = 8
-
 // searchLeaf returns the index of the first entry of ents with hash >= h.
 // The hashes of a leaf at depth share their first mapBits*depth bits and are
 // spread uniformly below, so the position is interpolated from the remaining
-// bits; the entries of a small window around it are then compared without
-// branches (independent loads that the CPU overlaps, where a scan would
-// chain cache misses and mispredict its exit). A position outside the window
-// falls back to a scan.
+// bits and corrected by a short scan (a few entries: the error of the guess
+// grows as the square root of the leaf size). That touches one or two cache
+// lines where a binary search touches five or six; it measured faster than
+// both a binary search and a branch-free count over a window around the
+// guess.
 func searchLeaf[K comparable, V any](ents []mapEntry[K, V], h uint64, depth int) int {
 	n := len(ents)
-	if n <= searchWindow {
-		return countBelow(ents, h)
+	if n == 0 {
+		return 0
 	}
 	rest := h << min(63, mapBits*depth) // the bits below the leaf's prefix
 	i := int((rest >> 32) * uint64(n) >> 32)
-	lo := min(max(0, i-searchWindow/2), n-searchWindow)
-	w := ents[lo : lo+searchWindow]
-	switch {
-	case lo > 0 && w[0].hash >= h:
-		for lo > 0 && ents[lo-1].hash >= h {
-			lo--
-		}
-		return lo
-	case lo+searchWindow < n && w[searchWindow-1].hash < h:
-		i := lo + searchWindow
-		for i < n && ents[i].hash < h {
-			i++
+	if ents[i].hash < h {
+		for i++; i < n && ents[i].hash < h; i++ {
 		}
 		return i
 	}
-	return lo + countBelow(w, h)
-}
-
-// countBelow returns how many entries have a hash below h, branch-free.
-func countBelow[K comparable, V any](ents []mapEntry[K, V], h uint64) int {
-	c := uint64(0)
-	for i := range ents {
-		_, borrow := bits.Sub64(ents[i].hash, h, 0) // 1 when hash < h
-		c += borrow
+	for i > 0 && ents[i-1].hash >= h {
+		i--
 	}
-	return int(c)
+	return i
 }
 
 // findEntry returns the index of key k with hash h in a leaf's entries, or
