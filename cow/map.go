@@ -55,6 +55,11 @@ func (m *Map[K, V]) Get(k K) (V, bool) {
 	return m.root.lookup(m.hash(k), k)
 }
 
+// GetHashed is Get for a caller that already has h, the hash of k.
+func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
+	return m.root.lookup(h, k)
+}
+
 // All yields every entry in hash order (deterministic for a given key set).
 // The map must not be written during the iteration; iterate a snapshot to
 // write meanwhile.
@@ -76,7 +81,15 @@ const (
 // Set sets k to v and reports whether k was already present. Setting a key
 // to a value equal to its present one changes nothing and copies nothing.
 func (m *Map[K, V]) Set(k K, v V) (replaced bool) {
-	root, r, fresh := m.set(&m.root, m.owner.writable(m.rootEpoch), 0, m.hash(k), k, v)
+	return m.SetHashed(m.hash(k), k, v, nil)
+}
+
+// SetHashed is Set for a caller that already has h, the hash of k. If keep
+// is not nil and k is not yet present, the map stores keep(k) instead of k:
+// a caller can look up with a key that aliases a scratch buffer and copy it
+// only when it must be kept.
+func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool) {
+	root, r, fresh := m.set(&m.root, m.owner.writable(m.rootEpoch), 0, h, k, v, keep)
 	switch r {
 	case unchanged:
 		return true
@@ -101,11 +114,11 @@ func (m *Map[K, V]) setRoot(root mapSlot[K, V], fresh bool) {
 // written in place; fresh says whether the returned leaf may be (the parent
 // records it in its owned bitmap). Copies are made on the way back up, only
 // when something below changed, so a no-op write keeps every node.
-func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k K, v V) (_ mapSlot[K, V], _ writeResult, fresh bool) {
+func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k K, v V, keep func(K) K) (_ mapSlot[K, V], _ writeResult, fresh bool) {
 	if b := s.branch(); b != nil {
 		i := slotAt(h, depth)
 		kidWritable := b.owned&(1<<i) != 0 && m.owner.writable(b.epoch)
-		kid, r, kidFresh := m.set(&b.kids[i], kidWritable, depth+1, h, k, v)
+		kid, r, kidFresh := m.set(&b.kids[i], kidWritable, depth+1, h, k, v, keep)
 		if r == unchanged || (r == updated && kidWritable && kid == b.kids[i]) {
 			return *s, r, false // nothing changed here, or the leaf was written in place
 		}
@@ -128,6 +141,9 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 		}
 		ents[i].val = v
 		return leafSlot(ents), updated, true
+	}
+	if keep != nil {
+		k = keep(k)
 	}
 	e := mapEntry[K, V]{h, k, v}
 	n := len(ents)
@@ -165,7 +181,12 @@ func (b *mapBranch[K, V]) setKid(i int, kid mapSlot[K, V], fresh bool) {
 // Delete removes k and reports whether it was present. Deleting an absent
 // key changes nothing and copies nothing.
 func (m *Map[K, V]) Delete(k K) (old V, deleted bool) {
-	root, old, ok, fresh := m.del(&m.root, m.owner.writable(m.rootEpoch), 0, m.hash(k), k)
+	return m.DeleteHashed(m.hash(k), k)
+}
+
+// DeleteHashed is Delete for a caller that already has h, the hash of k.
+func (m *Map[K, V]) DeleteHashed(h uint64, k K) (old V, deleted bool) {
+	root, old, ok, fresh := m.del(&m.root, m.owner.writable(m.rootEpoch), 0, h, k)
 	if !ok {
 		return old, false
 	}

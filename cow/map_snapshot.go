@@ -70,3 +70,9 @@ func (s *MapSnapshot[K, V]) All() iter.Seq2[K, V] {
 		s.root.all(yield, s.capture.mustRead)
 	}
 }
+
+// GetHashed is Get for a caller that already has h, the hash of k.
+func (s *MapSnapshot[K, V]) GetHashed(h uint64, k K) (V, bool) {
+	s.capture.mustRead()
+	return s.root.lookup(h, k)
+}

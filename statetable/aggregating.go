@@ -1,0 +1,102 @@
+package statetable
+
+// AggregateFunction is the user's aggregation for an AggregatingState: IN
+// values are added to an accumulator ACC, and OUT is read from it. None of
+// the methods may mutate an accumulator it is given (snapshots may hold it):
+// return a new one, or use value types.
+type AggregateFunction[IN, ACC, OUT any] interface {
+	CreateAccumulator() ACC
+	Add(in IN, acc ACC) ACC
+	Result(acc ACC) OUT
+	Merge(a, b ACC) ACC
+}
+
+// AggregatingState holds one accumulator per (key, namespace).
+type AggregatingState[K, N, IN, ACC, OUT any] struct {
+	*cells[K, N, ACC]
+	fn AggregateFunction[IN, ACC, OUT]
+}
+
+// NewAggregating registers an aggregating state; ac is the accumulator's
+// codec.
+func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT]) (*AggregatingState[K, N, IN, ACC, OUT], error) {
+	info := StateInfo{Name: name, Kind: KindAggregating, Codec: []string{kc.ID(), nc.ID(), ac.ID()}}
+	return registerAs[*AggregatingState[K, N, IN, ACC, OUT]](t, info, func() registered {
+		return &AggregatingState[K, N, IN, ACC, OUT]{cells: newCells[K, N, ACC](t, info, kc, nc, equalityFor[ACC]()), fn: fn}
+	})
+}
+
+func (s *AggregatingState[K, N, IN, ACC, OUT]) info() StateInfo { return s.cells.info }
+func (s *AggregatingState[K, N, IN, ACC, OUT]) handle() any     { return s }
+
+// Add adds in to the accumulator of (key, ns), creating it if needed.
+func (s *AggregatingState[K, N, IN, ACC, OUT]) Add(key K, ns N, in IN) error {
+	acc, ok, err := s.get(key, ns)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		acc = s.fn.CreateAccumulator()
+	}
+	return s.put(key, ns, s.fn.Add(in, acc))
+}
+
+// Get returns the result of the accumulator of (key, ns), and whether there
+// is one.
+func (s *AggregatingState[K, N, IN, ACC, OUT]) Get(key K, ns N) (OUT, bool, error) {
+	acc, ok, err := s.get(key, ns)
+	if !ok || err != nil {
+		var zero OUT
+		return zero, false, err
+	}
+	return s.fn.Result(acc), true, nil
+}
+
+// GetAt is Get on a snapshot; any goroutine.
+func (s *AggregatingState[K, N, IN, ACC, OUT]) GetAt(snap *Snapshot, key K, ns N) (OUT, bool, error) {
+	acc, ok, err := s.getAt(snap, key, ns)
+	if !ok || err != nil {
+		var zero OUT
+		return zero, false, err
+	}
+	return s.fn.Result(acc), true, nil
+}
+
+// Clear removes the accumulator of (key, ns).
+func (s *AggregatingState[K, N, IN, ACC, OUT]) Clear(key K, ns N) error { return s.clear(key, ns) }
+
+// MergeNamespaces merges the accumulators of key in the source namespaces
+// into the target's (Merge(target, source), in the order given) and clears
+// the sources. Sources without an accumulator are skipped; if none has one,
+// the target is unchanged. A source equal to the target is ignored.
+func (s *AggregatingState[K, N, IN, ACC, OUT]) MergeNamespaces(key K, target N, sources ...N) error {
+	acc, have, err := s.get(key, target)
+	if err != nil {
+		return err
+	}
+	want := string(s.nc.Append(nil, target))
+	for _, src := range sources {
+		if string(s.nc.Append(nil, src)) == want {
+			continue // merging the target into itself changes nothing
+		}
+		v, ok, err := s.get(key, src)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := s.clear(key, src); err != nil {
+			return err
+		}
+		if have {
+			acc = s.fn.Merge(acc, v)
+		} else {
+			acc, have = v, true
+		}
+	}
+	if !have {
+		return nil
+	}
+	return s.put(key, target, acc)
+}

@@ -1,0 +1,206 @@
+package statetable
+
+import (
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"reflect"
+	"strings"
+	"unsafe"
+
+	"github.com/cowstate/cowstate/cow"
+)
+
+// cells is the storage of one state: a persistent map from the composite
+// key (key, namespace) to the kind's cell value C (the user value, a list,
+// a map, an accumulator).
+//
+// The composite key is uvarint(len(key)) + key + namespace, with key and
+// namespace in their codecs' encodings, and its hash is EntryHash: the
+// entries of a state are ordered by key group, then key hash, then
+// namespace hash.
+type cells[K, N, C any] struct {
+	t        *Table
+	info     StateInfo
+	kc       Codec[K]
+	nc       Codec[N]
+	m        *cow.Map[string, C]
+	nillable bool   // N can be nil: check namespaces
+	buf      []byte // scratch for composite keys; writer goroutine only
+}
+
+func newCells[K, N, C any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], equal func(a, b C) bool) *cells[K, N, C] {
+	c := &cells[K, N, C]{t: t, info: info, kc: kc, nc: nc, nillable: nillable[N]()}
+	c.m = cow.NewMap(t.owner, compositeHash, equal)
+	return c
+}
+
+func (c *cells[K, N, C]) entries() int { return c.m.Len() }
+
+// locate encodes (key, ns) into the scratch buffer and returns the entry
+// hash and the composite key, which aliases the buffer: valid until the
+// next locate, and copied (keep) before the map stores it.
+func (c *cells[K, N, C]) locate(key K, ns N) (uint64, string, error) {
+	if c.nillable && isNil(ns) {
+		return 0, "", fmt.Errorf("%w: state %q", ErrNilNamespace, c.info.Name)
+	}
+	b := c.buf[:0]
+	b = append(b, 0, 0, 0, 0, 0) // room for the key length
+	b = c.kc.Append(b, key)
+	klen := len(b) - 5
+	var lenBuf [binary.MaxVarintLen32]byte
+	n := binary.PutUvarint(lenBuf[:], uint64(klen))
+	start := 5 - n
+	copy(b[start:], lenBuf[:n])
+	keyHash := HashKey(b[5:])
+	if g := KeyGroupOf(keyHash, c.t.maxPar); !c.t.owned.Contains(g) {
+		c.buf = b
+		return 0, "", fmt.Errorf("%w: state %q: key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, c.t.owned)
+	}
+	nsStart := len(b)
+	b = c.nc.Append(b, ns)
+	c.buf = b
+	h := EntryHash(keyHash, b[nsStart:])
+	ck := b[start:]
+	return h, unsafe.String(unsafe.SliceData(ck), len(ck)), nil
+}
+
+// get returns the cell of (key, ns).
+func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
+	h, ck, err := c.locate(key, ns)
+	if err != nil {
+		var zero C
+		return zero, false, err
+	}
+	v, ok := c.m.GetHashed(h, ck)
+	return v, ok, nil
+}
+
+// put stores the cell of (key, ns).
+func (c *cells[K, N, C]) put(key K, ns N, v C) error {
+	h, ck, err := c.locate(key, ns)
+	if err != nil {
+		return err
+	}
+	c.m.SetHashed(h, ck, v, strings.Clone)
+	return nil
+}
+
+// clear removes the cell of (key, ns).
+func (c *cells[K, N, C]) clear(key K, ns N) error {
+	h, ck, err := c.locate(key, ns)
+	if err != nil {
+		return err
+	}
+	c.m.DeleteHashed(h, ck)
+	return nil
+}
+
+// decode splits a composite key into key and namespace.
+func (c *cells[K, N, C]) decode(ck string) (K, N, error) {
+	var k K
+	var ns N
+	kb, nb, err := splitComposite(ck)
+	if err != nil {
+		return k, ns, fmt.Errorf("state %q: %w", c.info.Name, err)
+	}
+	if k, err = c.kc.Decode([]byte(kb)); err != nil {
+		return k, ns, fmt.Errorf("state %q: key: %w", c.info.Name, err)
+	}
+	if ns, err = c.nc.Decode([]byte(nb)); err != nil {
+		return k, ns, fmt.Errorf("state %q: namespace: %w", c.info.Name, err)
+	}
+	return k, ns, nil
+}
+
+// all yields the decoded (key, namespace) and cell of every entry of a map
+// version, in entry-hash order. A decode error ends the iteration with the
+// error.
+func (c *cells[K, N, C]) all(seq iter.Seq2[string, C], yield func(K, N, C) bool) error {
+	for ck, v := range seq {
+		k, ns, err := c.decode(ck)
+		if err != nil {
+			return err
+		}
+		if !yield(k, ns, v) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// splitComposite returns the key and namespace bytes of a composite key.
+func splitComposite(ck string) (key, ns string, err error) {
+	klen, n := binary.Uvarint([]byte(ck[:min(len(ck), binary.MaxVarintLen32)]))
+	if n <= 0 || klen > uint64(len(ck)-n) {
+		return "", "", fmt.Errorf("%w composite key: bad key length prefix in %d bytes", ErrDecode, len(ck))
+	}
+	return ck[n : n+int(klen)], ck[n+int(klen):], nil
+}
+
+// compositeHash is the entry hash of a composite key; the map uses it only
+// to check itself, since every access passes the hash locate computed.
+func compositeHash(ck string) uint64 {
+	kb, nb, err := splitComposite(ck)
+	if err != nil {
+		return 0
+	}
+	return EntryHash(HashKey([]byte(kb)), []byte(nb))
+}
+
+// nillable reports whether values of N can be nil.
+func nillable[N any]() bool {
+	switch reflect.TypeFor[N]().Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map, reflect.Func, reflect.Chan:
+		return true
+	}
+	return false
+}
+
+func isNil[N any](ns N) bool {
+	return reflect.ValueOf(&ns).Elem().IsNil()
+}
+
+// equalityFor returns the equality the state maps use to detect writes that
+// change nothing (so they copy nothing and diffs stay exact): bitwise for
+// types without pointers, == for strings, and "never equal" otherwise (a
+// value holding a slice may have been changed through it; treating it as
+// changed is always safe).
+func equalityFor[V any]() func(a, b V) bool {
+	t := reflect.TypeFor[V]()
+	switch {
+	case t.Kind() == reflect.String:
+		return func(a, b V) bool { return *(*string)(unsafe.Pointer(&a)) == *(*string)(unsafe.Pointer(&b)) }
+	case pointerFree(t):
+		size := int(t.Size())
+		return func(a, b V) bool {
+			return unsafe.String((*byte)(unsafe.Pointer(&a)), size) == unsafe.String((*byte)(unsafe.Pointer(&b)), size)
+		}
+	}
+	return func(a, b V) bool { return false }
+}
+
+func pointerFree(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return true
+	case reflect.Array:
+		return pointerFree(t.Elem())
+	case reflect.Struct:
+		var sum uintptr
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !pointerFree(f.Type) {
+				return false
+			}
+			sum += f.Type.Size()
+		}
+		return sum == t.Size() // padding bytes are not reliably equal
+	}
+	return false
+}
+
+// view returns the state's map as frozen by c.
+func (c *cells[K, N, C]) view(c2 *cow.Capture) any { return c.m.View(c2) }

@@ -1,0 +1,85 @@
+package statetable
+
+import (
+	"fmt"
+	"iter"
+)
+
+// Count returns the number of (key, namespace) entries of the state. O(1).
+func (c *cells[K, N, C]) Count() int { return c.m.Len() }
+
+// Keys yields the keys that have state in namespace ns, in entry-hash order
+// (deterministic). The state must not be written during the iteration; use
+// ForEachKey to write. O(entries of the state).
+func (c *cells[K, N, C]) Keys(ns N) iter.Seq[K] {
+	return func(yield func(K) bool) {
+		want := string(c.nc.Append(nil, ns))
+		for ck := range c.m.All() {
+			kb, nb, err := splitComposite(ck)
+			if err != nil {
+				panic("statetable: BUG: " + err.Error())
+			}
+			if nb != want {
+				continue
+			}
+			if !yield(mustDecode(c.kc, kb, c.info)) {
+				return
+			}
+		}
+	}
+}
+
+// Pairs yields every (key, namespace) pair that has state, in entry-hash
+// order. The state must not be written during the iteration.
+func (c *cells[K, N, C]) Pairs() iter.Seq2[K, N] {
+	return func(yield func(K, N) bool) {
+		for ck := range c.m.All() {
+			kb, nb, err := splitComposite(ck)
+			if err != nil {
+				panic("statetable: BUG: " + err.Error())
+			}
+			if !yield(mustDecode(c.kc, kb, c.info), mustDecode(c.nc, nb, c.info)) {
+				return
+			}
+		}
+	}
+}
+
+// ForEachKey calls fn for every key that has state in namespace ns, in
+// entry-hash order; fn may read, write and clear the state of that key (and
+// any other state). It iterates a capture taken on entry, so it sees the
+// keys as they were then, whatever fn does; the capture is released on
+// return. The first error fn returns stops the iteration and is returned.
+// Cost: O(entries) plus the copy-on-write of what fn writes.
+func (c *cells[K, N, C]) ForEachKey(ns N, fn func(key K) error) error {
+	snap := c.m.Snapshot()
+	defer snap.Release()
+	want := string(c.nc.Append(nil, ns))
+	for ck := range snap.All() {
+		kb, nb, err := splitComposite(ck)
+		if err != nil {
+			return fmt.Errorf("state %q: %w", c.info.Name, err)
+		}
+		if nb != want {
+			continue
+		}
+		k, err := c.kc.Decode([]byte(kb))
+		if err != nil {
+			return fmt.Errorf("state %q: key: %w", c.info.Name, err)
+		}
+		if err := fn(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mustDecode decodes bytes this package encoded with c: failure means the
+// codec cannot decode its own output, a bug in the codec.
+func mustDecode[T any](c Codec[T], b string, info StateInfo) T {
+	v, err := c.Decode([]byte(b))
+	if err != nil {
+		panic(fmt.Sprintf("statetable: codec %s of state %q cannot decode its own encoding: %v", c.ID(), info.Name, err))
+	}
+	return v
+}

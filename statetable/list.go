@@ -1,0 +1,155 @@
+package statetable
+
+import (
+	"cmp"
+	"iter"
+
+	"github.com/cowstate/cowstate/cow"
+)
+
+// list is the cell of a list state: a persistent B+tree from a sequence
+// number to the element, in order. Appending is O(log n) and copies O(log
+// n) nodes when a capture is live, never the list.
+type list[E any] = cow.TreeRoot[uint64, E]
+
+// ListState holds a list of elements per (key, namespace). An empty list is
+// no state: Get of an absent key yields nothing.
+type ListState[K, N, E any] struct {
+	*cells[K, N, list[E]]
+	cursor *cow.Tree[uint64, E]
+}
+
+// NewList registers a list state; ec is the elements' codec.
+func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Codec[E]) (*ListState[K, N, E], error) {
+	info := StateInfo{Name: name, Kind: KindList, Codec: []string{kc.ID(), nc.ID(), ec.ID()}}
+	return registerAs[*ListState[K, N, E]](t, info, func() registered {
+		return &ListState[K, N, E]{
+			cells:  newCells[K, N, list[E]](t, info, kc, nc, func(a, b list[E]) bool { return a == b }),
+			cursor: cow.NewTree(t.owner, cmp.Compare[uint64], equalityFor[E]()),
+		}
+	})
+}
+
+func (s *ListState[K, N, E]) info() StateInfo { return s.cells.info }
+func (s *ListState[K, N, E]) handle() any     { return s }
+
+// Add appends e to the list of (key, ns). O(log n).
+func (s *ListState[K, N, E]) Add(key K, ns N, e E) error {
+	return s.AddAll(key, ns, func(yield func(E) bool) { yield(e) })
+}
+
+// AddAll appends every element of es, in order.
+func (s *ListState[K, N, E]) AddAll(key K, ns N, es iter.Seq[E]) error {
+	l, _, err := s.get(key, ns)
+	if err != nil {
+		return err
+	}
+	return s.store(key, ns, s.appendTo(l, es))
+}
+
+// appendTo returns l with es appended, written through the cursor.
+func (s *ListState[K, N, E]) appendTo(l list[E], es iter.Seq[E]) list[E] {
+	s.cursor.SetRoot(l)
+	next := uint64(0)
+	if last, _, ok := s.cursor.Max(); ok {
+		next = last + 1
+	}
+	for e := range es {
+		s.cursor.Set(next, e)
+		next++
+	}
+	l = s.cursor.Root()
+	s.cursor.SetRoot(list[E]{}) // the cursor never keeps a root alive
+	return l
+}
+
+// store puts l as the list of (key, ns), clearing the state if it is empty.
+func (s *ListState[K, N, E]) store(key K, ns N, l list[E]) error {
+	if l.Len() == 0 {
+		return s.clear(key, ns)
+	}
+	return s.put(key, ns, l)
+}
+
+// Update replaces the list of (key, ns) with es (an empty es clears it).
+func (s *ListState[K, N, E]) Update(key K, ns N, es iter.Seq[E]) error {
+	if _, _, err := s.locate(key, ns); err != nil {
+		return err
+	}
+	return s.store(key, ns, s.appendTo(list[E]{}, es))
+}
+
+// Get yields the elements of the list of (key, ns) in order: the version
+// current at the call (the list is persistent, so later writes do not
+// disturb the iteration; but they may reuse nodes in place if no capture
+// pins this version, so finish iterating before writing this list).
+func (s *ListState[K, N, E]) Get(key K, ns N) (iter.Seq[E], error) {
+	l, _, err := s.get(key, ns)
+	if err != nil {
+		return nil, err
+	}
+	return values(l), nil
+}
+
+// GetAt is Get on a snapshot; any goroutine while the snapshot is live.
+func (s *ListState[K, N, E]) GetAt(snap *Snapshot, key K, ns N) (iter.Seq[E], error) {
+	l, _, err := s.getAt(snap, key, ns)
+	if err != nil {
+		return nil, err
+	}
+	return values(l), nil
+}
+
+// Len returns the length of the list of (key, ns). O(1).
+func (s *ListState[K, N, E]) Len(key K, ns N) (int, error) {
+	l, _, err := s.get(key, ns)
+	return l.Len(), err
+}
+
+// Clear removes the list of (key, ns).
+func (s *ListState[K, N, E]) Clear(key K, ns N) error { return s.clear(key, ns) }
+
+// MergeNamespaces appends the lists of key in the source namespaces, in the
+// order given, to the target's list and clears the sources. Empty sources
+// are skipped; a source equal to the target is ignored.
+func (s *ListState[K, N, E]) MergeNamespaces(key K, target N, sources ...N) error {
+	acc, _, err := s.get(key, target)
+	if err != nil {
+		return err
+	}
+	want := string(s.nc.Append(nil, target))
+	for _, src := range sources {
+		if string(s.nc.Append(nil, src)) == want {
+			continue
+		}
+		l, ok, err := s.get(key, src)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := s.clear(key, src); err != nil {
+			return err
+		}
+		if acc.Len() == 0 {
+			acc = l // the source's entry is gone: the root moves, it is not shared
+			continue
+		}
+		acc = s.appendTo(acc, values(l))
+	}
+	if acc.Len() == 0 {
+		return nil
+	}
+	return s.put(key, target, acc)
+}
+
+func values[E any](l list[E]) iter.Seq[E] {
+	return func(yield func(E) bool) {
+		for _, e := range l.All() {
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}

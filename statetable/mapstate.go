@@ -1,0 +1,170 @@
+package statetable
+
+import (
+	"iter"
+	"strings"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/cowstate/cowstate/cow"
+)
+
+// userEntry is one entry of a user map: the user key as given (so iteration
+// does not decode) and the value.
+type userEntry[UK, UV any] struct {
+	k UK
+	v UV
+}
+
+// userMap is the cell of a map state: a persistent map from the encoded user
+// key to the entry, itself a version of a cow.Map. A put into a map of n
+// entries copies O(log n) nodes when a capture is live, never the map.
+type userMap[UK, UV any] = cow.MapRoot[string, userEntry[UK, UV]]
+
+// MapState holds a map from user keys UK to values UV per (key, namespace).
+// An empty map is no state: removing the last entry clears the key.
+type MapState[K, N, UK, UV any] struct {
+	*cells[K, N, userMap[UK, UV]]
+	ukc    Codec[UK]
+	cursor *cow.Map[string, userEntry[UK, UV]] // reads and writes roots in place
+	ukBuf  []byte
+}
+
+// NewMapState registers a map state; ukc and uvc are the codecs of the user
+// keys and values.
+func NewMapState[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[N], ukc Codec[UK], uvc Codec[UV]) (*MapState[K, N, UK, UV], error) {
+	info := StateInfo{Name: name, Kind: KindMap, Codec: []string{kc.ID(), nc.ID(), ukc.ID(), uvc.ID()}}
+	return registerAs[*MapState[K, N, UK, UV]](t, info, func() registered {
+		eqv := equalityFor[UV]()
+		return &MapState[K, N, UK, UV]{
+			cells: newCells[K, N, userMap[UK, UV]](t, info, kc, nc, func(a, b userMap[UK, UV]) bool { return a == b }),
+			ukc:   ukc,
+			cursor: cow.NewMap(t.owner, xxhash.Sum64String,
+				func(a, b userEntry[UK, UV]) bool { return eqv(a.v, b.v) }),
+		}
+	})
+}
+
+func (s *MapState[K, N, UK, UV]) info() StateInfo { return s.cells.info }
+func (s *MapState[K, N, UK, UV]) handle() any     { return s }
+
+// userKey encodes uk into the scratch buffer: hash and a string aliasing it.
+func (s *MapState[K, N, UK, UV]) userKey(uk UK) (uint64, string) {
+	s.ukBuf = s.ukc.Append(s.ukBuf[:0], uk)
+	return xxhash.Sum64(s.ukBuf), unsafe.String(unsafe.SliceData(s.ukBuf), len(s.ukBuf))
+}
+
+// Get returns the value of uk in the map of (key, ns). O(log n).
+func (s *MapState[K, N, UK, UV]) Get(key K, ns N, uk UK) (UV, bool, error) {
+	m, _, err := s.get(key, ns)
+	if err != nil {
+		var zero UV
+		return zero, false, err
+	}
+	h, ek := s.userKey(uk)
+	e, ok := m.GetHashed(h, ek)
+	return e.v, ok, nil
+}
+
+// Contains reports whether the map of (key, ns) has uk.
+func (s *MapState[K, N, UK, UV]) Contains(key K, ns N, uk UK) (bool, error) {
+	_, ok, err := s.Get(key, ns, uk)
+	return ok, err
+}
+
+// Put sets uk to uv in the map of (key, ns). O(log n) time and allocation.
+func (s *MapState[K, N, UK, UV]) Put(key K, ns N, uk UK, uv UV) error {
+	return s.update(key, ns, func(c *cow.Map[string, userEntry[UK, UV]]) {
+		h, ek := s.userKey(uk)
+		c.SetHashed(h, ek, userEntry[UK, UV]{uk, uv}, strings.Clone)
+	})
+}
+
+// PutAll sets every entry of entries in the map of (key, ns).
+func (s *MapState[K, N, UK, UV]) PutAll(key K, ns N, entries iter.Seq2[UK, UV]) error {
+	return s.update(key, ns, func(c *cow.Map[string, userEntry[UK, UV]]) {
+		for uk, uv := range entries {
+			h, ek := s.userKey(uk)
+			c.SetHashed(h, ek, userEntry[UK, UV]{uk, uv}, strings.Clone)
+		}
+	})
+}
+
+// Remove deletes uk from the map of (key, ns); removing the last entry
+// clears the state of (key, ns).
+func (s *MapState[K, N, UK, UV]) Remove(key K, ns N, uk UK) error {
+	return s.update(key, ns, func(c *cow.Map[string, userEntry[UK, UV]]) {
+		h, ek := s.userKey(uk)
+		c.DeleteHashed(h, ek)
+	})
+}
+
+// update applies write to the map of (key, ns) through the cursor and
+// stores the new root (a no-op if nothing changed).
+func (s *MapState[K, N, UK, UV]) update(key K, ns N, write func(*cow.Map[string, userEntry[UK, UV]])) error {
+	m, _, err := s.get(key, ns)
+	if err != nil {
+		return err
+	}
+	s.cursor.SetRoot(m)
+	write(s.cursor)
+	root := s.cursor.Root()
+	s.cursor.SetRoot(userMap[UK, UV]{}) // the cursor never keeps a root alive
+	if root.Len() == 0 {
+		return s.clear(key, ns)
+	}
+	return s.put(key, ns, root)
+}
+
+// IsEmpty reports whether the map of (key, ns) has no entry.
+func (s *MapState[K, N, UK, UV]) IsEmpty(key K, ns N) (bool, error) {
+	_, ok, err := s.get(key, ns)
+	return !ok, err
+}
+
+// Len returns the number of entries in the map of (key, ns).
+func (s *MapState[K, N, UK, UV]) Len(key K, ns N) (int, error) {
+	m, _, err := s.get(key, ns)
+	return m.Len(), err
+}
+
+// Clear removes the whole map of (key, ns).
+func (s *MapState[K, N, UK, UV]) Clear(key K, ns N) error { return s.clear(key, ns) }
+
+// Iterate yields the entries of the map of (key, ns) in hash order of their
+// encoded keys (deterministic). The iteration runs over the version current
+// when it starts, pinned by a capture that it releases when it ends, so the
+// loop body may put and remove entries (of this map too) without disturbing
+// it. Values yielded are those stored: do not mutate what they reference.
+// The error is that of a bad key or namespace. Writer goroutine only.
+func (s *MapState[K, N, UK, UV]) Iterate(key K, ns N) (iter.Seq2[UK, UV], error) {
+	if _, _, err := s.locate(key, ns); err != nil {
+		return nil, err
+	}
+	return func(yield func(UK, UV) bool) {
+		pin := s.t.owner.Capture()
+		defer pin.Release()
+		m, _, _ := s.get(key, ns) // locate succeeded above
+
+		for _, e := range m.All() {
+			if !yield(e.k, e.v) {
+				return
+			}
+		}
+	}, nil
+}
+
+// IterateAt is Iterate on a snapshot; any goroutine.
+func (s *MapState[K, N, UK, UV]) IterateAt(snap *Snapshot, key K, ns N) (iter.Seq2[UK, UV], error) {
+	m, _, err := s.getAt(snap, key, ns)
+	if err != nil {
+		return nil, err
+	}
+	return func(yield func(UK, UV) bool) {
+		for _, e := range m.All() {
+			if !yield(e.k, e.v) {
+				return
+			}
+		}
+	}, nil
+}

@@ -1,0 +1,80 @@
+package statetable
+
+// ReducingState holds one value per (key, namespace), folded with a reduce
+// function as values are added.
+type ReducingState[K, N, V any] struct {
+	*cells[K, N, V]
+	reduce func(acc, v V) V
+}
+
+// NewReducing registers a reducing state. reduce(acc, v) returns the fold of
+// the held value and a new one; it must not mutate acc (snapshots may hold
+// it) and must be deterministic.
+func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V) (*ReducingState[K, N, V], error) {
+	info := StateInfo{Name: name, Kind: KindReducing, Codec: []string{kc.ID(), nc.ID(), vc.ID()}}
+	return registerAs[*ReducingState[K, N, V]](t, info, func() registered {
+		return &ReducingState[K, N, V]{cells: newCells[K, N, V](t, info, kc, nc, equalityFor[V]()), reduce: reduce}
+	})
+}
+
+func (s *ReducingState[K, N, V]) info() StateInfo { return s.cells.info }
+func (s *ReducingState[K, N, V]) handle() any     { return s }
+
+// Get returns the folded value of (key, ns) and whether there is one.
+func (s *ReducingState[K, N, V]) Get(key K, ns N) (V, bool, error) { return s.get(key, ns) }
+
+// GetAt is Get on a snapshot; any goroutine.
+func (s *ReducingState[K, N, V]) GetAt(snap *Snapshot, key K, ns N) (V, bool, error) {
+	return s.getAt(snap, key, ns)
+}
+
+// Add folds v into the value of (key, ns) (v itself if there is none).
+func (s *ReducingState[K, N, V]) Add(key K, ns N, v V) error {
+	old, ok, err := s.get(key, ns)
+	if err != nil {
+		return err
+	}
+	if ok {
+		v = s.reduce(old, v)
+	}
+	return s.put(key, ns, v)
+}
+
+// Clear removes the value of (key, ns).
+func (s *ReducingState[K, N, V]) Clear(key K, ns N) error { return s.clear(key, ns) }
+
+// MergeNamespaces folds the values of key in every source namespace into the
+// target namespace (in the order given, after the target's own value) and
+// clears the sources. Sources without a value are skipped; if none has one,
+// the target is unchanged. A source equal to the target is ignored.
+func (s *ReducingState[K, N, V]) MergeNamespaces(key K, target N, sources ...N) error {
+	acc, have, err := s.get(key, target)
+	if err != nil {
+		return err
+	}
+	want := string(s.nc.Append(nil, target))
+	for _, src := range sources {
+		if string(s.nc.Append(nil, src)) == want {
+			continue // merging the target into itself changes nothing
+		}
+		v, ok, err := s.get(key, src)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := s.clear(key, src); err != nil {
+			return err
+		}
+		if have {
+			acc = s.reduce(acc, v)
+		} else {
+			acc, have = v, true
+		}
+	}
+	if !have {
+		return nil
+	}
+	return s.put(key, target, acc)
+}

@@ -1,0 +1,61 @@
+package statetable
+
+import (
+	"fmt"
+
+	"github.com/cowstate/cowstate/cow"
+)
+
+// Snapshot is every state of a Table frozen at one version: the views taken
+// under one cow.Capture. Read it through the typed states' At methods, from
+// any goroutine, until the capture is released.
+type Snapshot struct {
+	capture *cow.Capture
+	views   map[string]any // state name -> *cow.MapSnapshot[string, C]
+	infos   []StateInfo
+}
+
+// View returns the table's states as frozen by c, which the table's owner
+// must have taken with no write since (see cow.Map.View). O(number of
+// states), independent of their size. Writer goroutine only.
+func (t *Table) View(c *cow.Capture) *Snapshot {
+	s := &Snapshot{capture: c, views: make(map[string]any, len(t.states))}
+	for _, n := range t.names {
+		r := t.states[n]
+		s.views[n] = r.view(c)
+		s.infos = append(s.infos, r.info())
+	}
+	return s
+}
+
+// Capture returns the capture the snapshot was taken under.
+func (s *Snapshot) Capture() *cow.Capture { return s.capture }
+
+// States returns the states the snapshot holds, in registration order.
+func (s *Snapshot) States() []StateInfo { return s.infos }
+
+// viewOf returns the typed view of a state in s.
+func viewOf[C any](s *Snapshot, info StateInfo) (*cow.MapSnapshot[string, C], error) {
+	v, ok := s.views[info.Name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q in snapshot (registered after it was taken)", ErrUnknownState, info.Name)
+	}
+	return v.(*cow.MapSnapshot[string, C]), nil
+}
+
+// getAt reads the cell of (key, ns) from a snapshot. It encodes into a
+// fresh buffer, so readers on other goroutines do not share the writer's.
+func (c *cells[K, N, C]) getAt(s *Snapshot, key K, ns N) (C, bool, error) {
+	var zero C
+	view, err := viewOf[C](s, c.info)
+	if err != nil {
+		return zero, false, err
+	}
+	r := &cells[K, N, C]{t: c.t, info: c.info, kc: c.kc, nc: c.nc, nillable: c.nillable}
+	h, ck, err := r.locate(key, ns)
+	if err != nil {
+		return zero, false, err
+	}
+	v, ok := view.GetHashed(h, ck)
+	return v, ok, nil
+}

@@ -1,0 +1,171 @@
+package statetable
+
+import (
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/cowstate/cowstate/cow"
+)
+
+// Config configures a Table.
+type Config struct {
+	// MaxParallelism is the number of key groups, in [1, MaxParallelismLimit];
+	// 0 means DefaultMaxParallelism.
+	MaxParallelism int
+	// KeyGroups is the range of key groups this table owns; the zero value
+	// means all of them. Writing a key of another key group is an error.
+	KeyGroups *KeyGroupRange
+}
+
+// Table is the registry of the keyed states of one backend: every state's
+// entries live in persistent maps owned by one cow.Owner, so one capture
+// freezes all of them (and the timers, which share the owner) at one
+// version.
+//
+// A Table and its states belong to one writer goroutine; captured views may
+// be read from any goroutine.
+type Table struct {
+	owner  *cow.Owner
+	maxPar int
+	owned  KeyGroupRange
+	states map[string]registered
+	names  []string // registration order
+}
+
+// NewTable returns an empty table whose structures are owned by owner.
+func NewTable(owner *cow.Owner, cfg Config) (*Table, error) {
+	maxPar := cfg.MaxParallelism
+	if maxPar == 0 {
+		maxPar = DefaultMaxParallelism
+	}
+	if maxPar < 1 || maxPar > MaxParallelismLimit {
+		return nil, fmt.Errorf("%w: max parallelism %d, want 1 to %d", ErrConfig, maxPar, MaxParallelismLimit)
+	}
+	owned := AllKeyGroups(maxPar)
+	if cfg.KeyGroups != nil {
+		owned = *cfg.KeyGroups
+		if !owned.Empty() && (owned.First < 0 || owned.Last >= maxPar) {
+			return nil, fmt.Errorf("%w: key groups %v outside [0, %d)", ErrConfig, owned, maxPar)
+		}
+	}
+	return &Table{owner: owner, maxPar: maxPar, owned: owned, states: map[string]registered{}}, nil
+}
+
+// Owner returns the owner of every structure of the table.
+func (t *Table) Owner() *cow.Owner { return t.owner }
+
+// MaxParallelism returns the number of key groups.
+func (t *Table) MaxParallelism() int { return t.maxPar }
+
+// KeyGroups returns the range of key groups the table owns.
+func (t *Table) KeyGroups() KeyGroupRange { return t.owned }
+
+// Kind is the kind of a keyed state.
+type Kind uint8
+
+const (
+	KindValue Kind = iota + 1
+	KindList
+	KindMap
+	KindReducing
+	KindAggregating
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindValue:
+		return "value"
+	case KindList:
+		return "list"
+	case KindMap:
+		return "map"
+	case KindReducing:
+		return "reducing"
+	case KindAggregating:
+		return "aggregating"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// StateInfo describes a registered state: what snapshot metadata records
+// and what a re-registration or a restore must match.
+type StateInfo struct {
+	Name  string
+	Kind  Kind
+	Codec []string // codec IDs: key, namespace, then the kind's value codecs
+}
+
+func (i StateInfo) String() string {
+	return fmt.Sprintf("%s state %q (codecs %s)", i.Kind, i.Name, strings.Join(i.Codec, ", "))
+}
+
+func (i StateInfo) equal(o StateInfo) bool {
+	if i.Name != o.Name || i.Kind != o.Kind || len(i.Codec) != len(o.Codec) {
+		return false
+	}
+	for j := range i.Codec {
+		if i.Codec[j] != o.Codec[j] {
+			return false
+		}
+	}
+	return true
+}
+
+// registered is what the table knows of every state, whatever its types.
+type registered interface {
+	info() StateInfo
+	// entries returns the number of (key, namespace) entries.
+	entries() int
+	// handle returns the typed state (to hand back on re-registration).
+	handle() any
+	// view returns the state's storage as frozen by a capture.
+	view(c *cow.Capture) any
+}
+
+// register records a new state, or returns the one already registered under
+// the name if it has the same kind and codecs.
+func (t *Table) register(info StateInfo, make func() registered) (any, error) {
+	if info.Name == "" {
+		return nil, fmt.Errorf("%w: empty state name", ErrConfig)
+	}
+	if old, ok := t.states[info.Name]; ok {
+		if !old.info().equal(info) {
+			return nil, fmt.Errorf("%w: %v is already registered as %v", ErrStateMismatch, info, old.info())
+		}
+		return old.handle(), nil
+	}
+	r := make()
+	t.states[info.Name] = r
+	t.names = append(t.names, info.Name)
+	return r.handle(), nil
+}
+
+// States yields the registered states in registration order.
+func (t *Table) States() iter.Seq[StateInfo] {
+	return func(yield func(StateInfo) bool) {
+		for _, n := range t.names {
+			if !yield(t.states[n].info()) {
+				return
+			}
+		}
+	}
+}
+
+// State returns the info of the state registered under name.
+func (t *Table) State(name string) (StateInfo, error) {
+	r, ok := t.states[name]
+	if !ok {
+		return StateInfo{}, fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	return r.info(), nil
+}
+
+// Entries returns the number of (key, namespace) entries of the named state.
+func (t *Table) Entries(name string) (int, error) {
+	r, ok := t.states[name]
+	if !ok {
+		return 0, fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	return r.entries(), nil
+}
