@@ -182,3 +182,21 @@ func (c unsignedCodec[T]) Decode(src []byte) (T, error) {
 	}
 	return T(u), nil
 }
+
+// VoidNamespace is the namespace of state that is not windowed: it has one
+// value and encodes to nothing.
+type VoidNamespace struct{}
+
+// Void is the codec of VoidNamespace.
+var Void Codec[VoidNamespace] = voidCodec{}
+
+type voidCodec struct{}
+
+func (voidCodec) ID() string                                { return "void" }
+func (voidCodec) Append(dst []byte, _ VoidNamespace) []byte { return dst }
+func (voidCodec) Decode(src []byte) (VoidNamespace, error) {
+	if len(src) != 0 {
+		return VoidNamespace{}, fmt.Errorf("%w void namespace: got %d bytes; want none", ErrDecode, len(src))
+	}
+	return VoidNamespace{}, nil
+}

@@ -1,0 +1,40 @@
+// Package cowstate is an in-memory keyed-state and timer engine for stream
+// processors, in the spirit of Apache Flink's heap state backend, built on
+// persistent copy-on-write structures (package cow).
+//
+// A Backend holds the keyed states of one operator subtask (value, list,
+// map, reducing and aggregating state, per key and namespace, partitioned
+// into key groups) and its timers (event time and processing time,
+// deduplicated by timestamp, key and namespace). Backend.Snapshot captures
+// all of it at one version in O(number of states), whatever the number of
+// keys and timers: timers fired and state written after the capture never
+// show in it, and nothing from before is missing.
+//
+//	b, _ := cowstate.New(cowstate.Config{})
+//	count, _ := cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+//	timers, _ := cowstate.Timers(b, "windows", statetable.String, statetable.Void)
+//	n, _ := count.Get("user-1", statetable.VoidNamespace{})
+//	count.Put("user-1", statetable.VoidNamespace{}, n+1)
+//	timers.RegisterEventTime("user-1", statetable.VoidNamespace{}, 1000)
+//	snap := b.Snapshot() // O(1) in the state size; read it on any goroutine
+//	defer snap.Release()
+//
+// # Caveats
+//
+//   - Single writer: a Backend, its states and its timer services belong to
+//     one goroutine; timer callbacks run on it. Snapshots may be read and
+//     released from any goroutine.
+//   - Snapshot lifetime: reading a released snapshot panics. A live snapshot
+//     makes the writer copy what it pins (once per node), so release
+//     snapshots when done.
+//   - Aliasing: values handed in are kept as given and never mutated by the
+//     engine; do not mutate them afterwards. Values handed out (Get, list
+//     elements, map values, accumulators given to reduce and aggregate
+//     functions) are the stored ones: treat them as read-only, and make
+//     reduce and aggregate functions return new values rather than mutate
+//     their arguments.
+//   - Key groups: a key's key group is a function of xxhash64 over its
+//     encoding and the max parallelism, stable across processes. Writing a
+//     key of a key group the backend does not own is an error matching
+//     statetable.ErrKeyGroupNotOwned.
+package cowstate

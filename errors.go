@@ -1,0 +1,13 @@
+package cowstate
+
+import "errors"
+
+// Sentinel errors of the backend, matched with errors.Is. The state table's
+// errors (statetable.ErrKeyGroupNotOwned, statetable.ErrStateMismatch, ...)
+// pass through unchanged.
+var (
+	// ErrConfig: an invalid Config.
+	ErrConfig = errors.New("cowstate: invalid config")
+	// ErrTimerService: a timer service registered again with other codecs.
+	ErrTimerService = errors.New("cowstate: timer service registered with other codecs")
+)

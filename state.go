@@ -1,0 +1,40 @@
+package cowstate
+
+import "github.com/cowstate/cowstate/statetable"
+
+// The functions below register keyed states on a backend: a state is named,
+// has codecs for its key, namespace and values (statetable ships codecs for
+// strings, bytes, integers, float64 and bool; statetable.FuncCodec wraps
+// your own), and registering a name again returns the same state if kind
+// and codecs match, else an error matching statetable.ErrStateMismatch.
+// Writer goroutine only.
+
+// Value registers a value state: one value per key and namespace, def when
+// absent.
+func Value[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], def V) (*statetable.ValueState[K, N, V], error) {
+	return statetable.NewValue(b.table, name, kc, nc, vc, def)
+}
+
+// List registers a list state: a persistent list per key and namespace
+// (appending is O(log n), never a copy of the list).
+func List[K, N, E any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ec statetable.Codec[E]) (*statetable.ListState[K, N, E], error) {
+	return statetable.NewList(b.table, name, kc, nc, ec)
+}
+
+// Map registers a map state: a persistent map per key and namespace (a put
+// is O(log n), never a copy of the map).
+func Map[K, N, UK, UV any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ukc statetable.Codec[UK], uvc statetable.Codec[UV]) (*statetable.MapState[K, N, UK, UV], error) {
+	return statetable.NewMapState(b.table, name, kc, nc, ukc, uvc)
+}
+
+// Reducing registers a reducing state: values are folded with reduce as they
+// are added.
+func Reducing[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], reduce func(acc, v V) V) (*statetable.ReducingState[K, N, V], error) {
+	return statetable.NewReducing(b.table, name, kc, nc, vc, reduce)
+}
+
+// Aggregating registers an aggregating state: inputs are added to an
+// accumulator, results read from it.
+func Aggregating[K, N, IN, ACC, OUT any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ac statetable.Codec[ACC], fn statetable.AggregateFunction[IN, ACC, OUT]) (*statetable.AggregatingState[K, N, IN, ACC, OUT], error) {
+	return statetable.NewAggregating(b.table, name, kc, nc, ac, fn)
+}
