@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cowstate/cowstate/cow"
+	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
@@ -46,6 +47,15 @@ type timerService interface {
 	queues() (event, processing *timerqueue.Queue)
 }
 
+// queue returns the queue of a service for a time domain.
+func queueOf(s timerService, d snapshot.Domain) *timerqueue.Queue {
+	ev, pr := s.queues()
+	if d == snapshot.ProcessingTime {
+		return pr
+	}
+	return ev
+}
+
 // New returns an empty backend.
 func New(cfg Config) (*Backend, error) {
 	owner := cow.NewOwner()
@@ -82,8 +92,10 @@ func (b *Backend) Snapshot() *Snapshot {
 	c := b.owner.Capture()
 	s := &Snapshot{capture: c, state: b.table.View(c), timers: make(map[string]timerViews, len(b.services))}
 	for _, n := range b.names {
-		ev, pr := b.services[n].queues()
+		svc := b.services[n]
+		ev, pr := svc.queues()
 		s.timers[n] = timerViews{event: ev.View(c), processing: pr.View(c)}
+		s.services = append(s.services, snapshot.TimerServiceInfo{Name: n, Codecs: svc.codecs()})
 	}
 	return s
 }
@@ -95,9 +107,10 @@ func (b *Backend) LiveSnapshots() int { return b.owner.LiveCaptures() }
 // Snapshot is every keyed state and timer of a Backend at one version.
 // Any goroutine may read it until it is released.
 type Snapshot struct {
-	capture *cow.Capture
-	state   *statetable.Snapshot
-	timers  map[string]timerViews
+	capture  *cow.Capture
+	state    *statetable.Snapshot
+	timers   map[string]timerViews
+	services []snapshot.TimerServiceInfo
 }
 
 type timerViews struct {

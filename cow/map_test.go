@@ -423,3 +423,37 @@ func TestMap_ConcurrentReaders(t *testing.T) {
 		t.Fatalf("%d captures still live", n)
 	}
 }
+
+func TestMap_Scan(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := newIntMap(hashInt)
+		for _, k := range rapid.SliceOfN(rapid.IntRange(0, 5000), 0, 400).Draw(t, "keys") {
+			m.Set(k, k)
+		}
+		s := m.Snapshot()
+		defer s.Release()
+		lo, hi := rapid.Uint64().Draw(t, "lo"), rapid.Uint64().Draw(t, "hi")
+		if lo > hi {
+			lo, hi = hi, lo
+		}
+		want := map[int]int{}
+		for k, v := range s.All() {
+			if h := hashInt(k); h >= lo && h <= hi {
+				want[k] = v
+			}
+		}
+		got := map[int]int{}
+		last := uint64(0)
+		s.Scan(lo, hi, func(h uint64, k, v int) bool {
+			if h < last || h != hashInt(k) {
+				t.Fatalf("scan out of order or wrong hash at %d", k)
+			}
+			last = h
+			got[k] = v
+			return true
+		})
+		if !maps.Equal(got, want) {
+			t.Fatalf("Scan(%#x, %#x) = %d entries, want %d", lo, hi, len(got), len(want))
+		}
+	})
+}

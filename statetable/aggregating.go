@@ -22,7 +22,9 @@ type AggregatingState[K, N, IN, ACC, OUT any] struct {
 func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT]) (*AggregatingState[K, N, IN, ACC, OUT], error) {
 	info := StateInfo{Name: name, Kind: KindAggregating, Codec: []string{kc.ID(), nc.ID(), ac.ID()}}
 	return registerAs[*AggregatingState[K, N, IN, ACC, OUT]](t, info, func() registered {
-		return &AggregatingState[K, N, IN, ACC, OUT]{cells: newCells[K, N, ACC](t, info, kc, nc, equalityFor[ACC]()), fn: fn}
+		s := &AggregatingState[K, N, IN, ACC, OUT]{cells: newCells[K, N, ACC](t, info, kc, nc, equalityFor[ACC]()), fn: fn}
+		s.cell = valueCell(ac)
+		return s
 	})
 }
 

@@ -2,7 +2,10 @@ package statetable
 
 import (
 	"cmp"
+	"encoding/binary"
+	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/cowstate/cowstate/cow"
 )
@@ -23,10 +26,41 @@ type ListState[K, N, E any] struct {
 func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Codec[E]) (*ListState[K, N, E], error) {
 	info := StateInfo{Name: name, Kind: KindList, Codec: []string{kc.ID(), nc.ID(), ec.ID()}}
 	return registerAs[*ListState[K, N, E]](t, info, func() registered {
-		return &ListState[K, N, E]{
+		s := &ListState[K, N, E]{
 			cells:  newCells[K, N, list[E]](t, info, kc, nc, func(a, b list[E]) bool { return a == b }),
 			cursor: cow.NewTree(t.owner, cmp.Compare[uint64], equalityFor[E]()),
 		}
+		s.cell = cellCodec[list[E]]{enc: func(dst []byte, l list[E]) []byte {
+			dst = binary.AppendUvarint(dst, uint64(l.Len()))
+			var eb []byte
+			for _, e := range l.All() {
+				eb = ec.Append(eb[:0], e)
+				dst = appendBlob(dst, eb)
+			}
+			return dst
+		}, dec: func(src []byte) (list[E], error) {
+			n, src, err := readCount(src, 1)
+			if err != nil {
+				return list[E]{}, err
+			}
+			es := make([]E, 0, n)
+			for range n {
+				var b []byte
+				if b, src, err = readBlob(src); err != nil {
+					return list[E]{}, err
+				}
+				e, err := ec.Decode(b)
+				if err != nil {
+					return list[E]{}, err
+				}
+				es = append(es, e)
+			}
+			if len(src) != 0 || n == 0 {
+				return list[E]{}, fmt.Errorf("%w: list cell: %d elements, %d bytes left over", ErrDecode, n, len(src))
+			}
+			return s.appendTo(list[E]{}, slices.Values(es)), nil
+		}}
+		return s
 	})
 }
 

@@ -1,7 +1,11 @@
 package statetable
 
 import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -36,12 +40,69 @@ func NewMapState[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[
 	info := StateInfo{Name: name, Kind: KindMap, Codec: []string{kc.ID(), nc.ID(), ukc.ID(), uvc.ID()}}
 	return registerAs[*MapState[K, N, UK, UV]](t, info, func() registered {
 		eqv := equalityFor[UV]()
-		return &MapState[K, N, UK, UV]{
+		s := &MapState[K, N, UK, UV]{
 			cells: newCells[K, N, userMap[UK, UV]](t, info, kc, nc, func(a, b userMap[UK, UV]) bool { return a == b }),
 			ukc:   ukc,
 			cursor: cow.NewMap(t.owner, xxhash.Sum64String,
 				func(a, b userEntry[UK, UV]) bool { return eqv(a.v, b.v) }),
 		}
+		s.cell = cellCodec[userMap[UK, UV]]{enc: func(dst []byte, m userMap[UK, UV]) []byte {
+			// Canonical: hash order of the encoded user keys, ties by bytes.
+			type kv struct {
+				h  uint64
+				ek string
+				v  UV
+			}
+			all := make([]kv, 0, m.Len())
+			m.Scan(0, ^uint64(0), func(h uint64, ek string, e userEntry[UK, UV]) bool {
+				all = append(all, kv{h, ek, e.v})
+				return true
+			})
+			slices.SortStableFunc(all, func(a, b kv) int {
+				if a.h != b.h {
+					return cmp.Compare(a.h, b.h)
+				}
+				return strings.Compare(a.ek, b.ek)
+			})
+			dst = binary.AppendUvarint(dst, uint64(len(all)))
+			var vb []byte
+			for _, e := range all {
+				dst = appendBlob(dst, []byte(e.ek))
+				vb = uvc.Append(vb[:0], e.v)
+				dst = appendBlob(dst, vb)
+			}
+			return dst
+		}, dec: func(src []byte) (userMap[UK, UV], error) {
+			n, src, err := readCount(src, 2)
+			if err != nil || n == 0 {
+				return userMap[UK, UV]{}, fmt.Errorf("%w: map cell: bad entry count", ErrDecode)
+			}
+			s.cursor.SetRoot(userMap[UK, UV]{})
+			defer s.cursor.SetRoot(userMap[UK, UV]{})
+			for range n {
+				var kb, vb []byte
+				if kb, src, err = readBlob(src); err != nil {
+					return userMap[UK, UV]{}, err
+				}
+				if vb, src, err = readBlob(src); err != nil {
+					return userMap[UK, UV]{}, err
+				}
+				uk, err := ukc.Decode(kb)
+				if err != nil {
+					return userMap[UK, UV]{}, err
+				}
+				uv, err := uvc.Decode(vb)
+				if err != nil {
+					return userMap[UK, UV]{}, err
+				}
+				s.cursor.SetHashed(xxhash.Sum64(kb), string(kb), userEntry[UK, UV]{uk, uv}, nil)
+			}
+			if len(src) != 0 || s.cursor.Len() != n {
+				return userMap[UK, UV]{}, fmt.Errorf("%w: map cell: %d entries (%d distinct), %d bytes left over", ErrDecode, n, s.cursor.Len(), len(src))
+			}
+			return s.cursor.Root(), nil
+		}}
+		return s
 	})
 }
 

@@ -13,7 +13,9 @@ type ReducingState[K, N, V any] struct {
 func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V) (*ReducingState[K, N, V], error) {
 	info := StateInfo{Name: name, Kind: KindReducing, Codec: []string{kc.ID(), nc.ID(), vc.ID()}}
 	return registerAs[*ReducingState[K, N, V]](t, info, func() registered {
-		return &ReducingState[K, N, V]{cells: newCells[K, N, V](t, info, kc, nc, equalityFor[V]()), reduce: reduce}
+		s := &ReducingState[K, N, V]{cells: newCells[K, N, V](t, info, kc, nc, equalityFor[V]()), reduce: reduce}
+		s.cell = valueCell(vc)
+		return s
 	})
 }
 

@@ -12,17 +12,21 @@ import (
 type Snapshot struct {
 	capture *cow.Capture
 	views   map[string]any // state name -> *cow.MapSnapshot[string, C]
+	regs    map[string]registered
 	infos   []StateInfo
+	maxPar  int
+	owned   KeyGroupRange
 }
 
 // View returns the table's states as frozen by c, which the table's owner
 // must have taken with no write since (see cow.Map.View). O(number of
 // states), independent of their size. Writer goroutine only.
 func (t *Table) View(c *cow.Capture) *Snapshot {
-	s := &Snapshot{capture: c, views: make(map[string]any, len(t.states))}
+	s := &Snapshot{capture: c, views: make(map[string]any, len(t.states)), regs: make(map[string]registered, len(t.states)), maxPar: t.maxPar, owned: t.owned}
 	for _, n := range t.names {
 		r := t.states[n]
 		s.views[n] = r.view(c)
+		s.regs[n] = r
 		s.infos = append(s.infos, r.info())
 	}
 	return s
@@ -30,6 +34,12 @@ func (t *Table) View(c *cow.Capture) *Snapshot {
 
 // Capture returns the capture the snapshot was taken under.
 func (s *Snapshot) Capture() *cow.Capture { return s.capture }
+
+// MaxParallelism returns the number of key groups of the table.
+func (s *Snapshot) MaxParallelism() int { return s.maxPar }
+
+// KeyGroups returns the key groups the table owned.
+func (s *Snapshot) KeyGroups() KeyGroupRange { return s.owned }
 
 // States returns the states the snapshot holds, in registration order.
 func (s *Snapshot) States() []StateInfo { return s.infos }

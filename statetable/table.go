@@ -121,6 +121,11 @@ type registered interface {
 	handle() any
 	// view returns the state's storage as frozen by a capture.
 	view(c *cow.Capture) any
+	// scan yields the entries of a view with entry hash in [lo, hi], in
+	// canonical order, encoded (see KeyGroupEntries).
+	scan(view any, lo, hi uint64, yield func(key, cell []byte) bool)
+	// restore decodes one entry and stores it.
+	restore(ck string, cell []byte) error
 }
 
 // register records a new state, or returns the one already registered under

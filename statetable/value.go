@@ -14,7 +14,9 @@ type ValueState[K, N, V any] struct {
 func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V) (*ValueState[K, N, V], error) {
 	info := StateInfo{Name: name, Kind: KindValue, Codec: []string{kc.ID(), nc.ID(), vc.ID()}}
 	return registerAs[*ValueState[K, N, V]](t, info, func() registered {
-		return &ValueState[K, N, V]{cells: newCells[K, N, V](t, info, kc, nc, equalityFor[V]()), def: def}
+		s := &ValueState[K, N, V]{cells: newCells[K, N, V](t, info, kc, nc, equalityFor[V]()), def: def}
+		s.cell = valueCell(vc)
+		return s
 	})
 }
 

@@ -1,0 +1,61 @@
+package cow
+
+// Scan calls yield for every entry of the snapshot whose hash is in
+// [lo, hi] (inclusive), in hash order, with the entry's hash, until yield
+// returns false. Subtrees outside the range are skipped, so scanning one key
+// group's hash range costs that range, not the map. Any goroutine while the
+// snapshot is live.
+func (s *MapSnapshot[K, V]) Scan(lo, hi uint64, yield func(h uint64, k K, v V) bool) {
+	s.capture.mustRead()
+	s.root.scan(0, 0, lo, hi, yield, s.capture.mustRead)
+}
+
+// Scan is MapSnapshot.Scan for a root value (all hashes: lo 0, hi
+// math.MaxUint64 for the whole map).
+func (r MapRoot[K, V]) Scan(lo, hi uint64, yield func(h uint64, k K, v V) bool) {
+	r.slot.scan(0, 0, lo, hi, yield, nil)
+}
+
+// scan visits the entries below s (at depth, covering hashes that start with
+// the mapBits*depth bits of prefix) whose hash is in [lo, hi].
+func (s *mapSlot[K, V]) scan(depth int, prefix, lo, hi uint64, yield func(uint64, K, V) bool, check func()) bool {
+	if b := s.branch(); b != nil {
+		shift := 64 - mapBits*(depth+1)
+		for i := range b.kids {
+			p := prefix | uint64(i)<<shift
+			end := p | (uint64(1)<<shift - 1)
+			if end < lo || p > hi {
+				continue
+			}
+			if !b.kids[i].scan(depth+1, p, lo, hi, yield, check) {
+				return false
+			}
+		}
+		return true
+	}
+	ents := s.ents()
+	if len(ents) > 0 && check != nil {
+		check()
+	}
+	for i := searchHashFrom(ents, lo); i < len(ents) && ents[i].hash <= hi; i++ {
+		if !yield(ents[i].hash, ents[i].key, ents[i].val) {
+			return false
+		}
+	}
+	return true
+}
+
+// searchHashFrom returns the first index of ents with hash >= h (binary
+// search: ranges start anywhere in a leaf).
+func searchHashFrom[K comparable, V any](ents []mapEntry[K, V], h uint64) int {
+	lo, hi := 0, len(ents)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ents[m].hash < h {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}

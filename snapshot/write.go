@@ -1,0 +1,190 @@
+package snapshot
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Domain is a timer's time domain.
+type Domain uint8
+
+const (
+	EventTime Domain = iota
+	ProcessingTime
+)
+
+// Source is one captured version of a backend, as Write reads it. Its
+// methods are called from the writing goroutine only, while the capture is
+// live.
+type Source interface {
+	// Meta describes the capture (Write sorts its states and services).
+	Meta() Meta
+	// StateEntries yields the entries of a state in key group g, in
+	// canonical order; the bytes are valid during the call only.
+	StateEntries(state string, g int, yield func(key, cell []byte) bool) error
+	// TimerEntries yields every timer of a service and domain in firing
+	// order, with its key group.
+	TimerEntries(service string, d Domain, yield func(g int, ts int64, key, ns string) bool) error
+}
+
+// Progress counts what a write has done so far; read it from any goroutine.
+type Progress struct {
+	Bytes   atomic.Int64 // bytes written
+	Entries atomic.Int64 // state entries and timers written
+}
+
+// Section tags.
+const (
+	tagEnd    = 0
+	tagState  = 1
+	tagTimers = 2
+)
+
+const (
+	headerMagic   = "CWSNAP\x00\x01"
+	footerMagic   = "CWSNAPND"
+	formatVersion = 1
+	footerSize    = 8 + 8 + 8 + 8 // index offset, index length, index checksum, magic
+)
+
+// countingWriter counts bytes and sticks to the first error.
+type countingWriter struct {
+	w    io.Writer
+	n    int64
+	err  error
+	prog *Progress
+}
+
+func (c *countingWriter) write(b []byte) {
+	if c.err != nil {
+		return
+	}
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	if c.prog != nil {
+		c.prog.Bytes.Add(int64(n))
+	}
+	c.err = err
+}
+
+// timerGroup is the timers of one service and domain in one key group,
+// encoded.
+type timerGroup struct {
+	service int
+	domain  Domain
+	n       int
+	buf     []byte
+}
+
+// Write writes the capture src to w in the snapshot format (see doc.go),
+// for the key groups of src's metadata. It stops at the first error of w,
+// of src, or of ctx (checked between key-group sections), and returns it.
+// prog, if not nil, is updated as the write goes. Write runs on the calling
+// goroutine: start it on its own to keep the writer of the backend going.
+func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
+	meta := src.Meta()
+	meta.normalize()
+	cw := &countingWriter{w: w, prog: prog}
+
+	metaBytes := meta.append(nil)
+	header := append([]byte(headerMagic), 0, formatVersion)
+	header = binary.BigEndian.AppendUint32(header, uint32(len(metaBytes)))
+	header = append(header, metaBytes...)
+	header = binary.BigEndian.AppendUint64(header, xxhash.Sum64(metaBytes))
+	cw.write(header)
+
+	// Timers are ordered by time, not key group: bucket them in one pass.
+	timers := map[int][]timerGroup{}
+	for j, ts := range meta.Timers {
+		for _, d := range []Domain{EventTime, ProcessingTime} {
+			err := src.TimerEntries(ts.Name, d, func(g int, at int64, key, ns string) bool {
+				gs := timers[g]
+				if len(gs) == 0 || gs[len(gs)-1].service != j || gs[len(gs)-1].domain != d {
+					gs = append(gs, timerGroup{service: j, domain: d})
+				}
+				t := &gs[len(gs)-1]
+				t.n++
+				t.buf = binary.AppendVarint(t.buf, at)
+				t.buf = appendString(t.buf, key)
+				t.buf = appendString(t.buf, ns)
+				timers[g] = gs
+				return true
+			})
+			if err != nil {
+				return fmt.Errorf("snapshot: timers of %q: %w", ts.Name, err)
+			}
+		}
+	}
+
+	var index, section, entries []byte
+	sections := 0
+	for g := meta.KeyGroups.First; g <= meta.KeyGroups.Last; g++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		section = section[:0]
+		for i, s := range meta.States {
+			entries = entries[:0]
+			n := 0
+			err := src.StateEntries(s.Name, g, func(key, cell []byte) bool {
+				entries = appendBytes(entries, key)
+				entries = appendBytes(entries, cell)
+				n++
+				return true
+			})
+			if err != nil {
+				return fmt.Errorf("snapshot: state %q, key group %d: %w", s.Name, g, err)
+			}
+			if n > 0 {
+				section = append(section, tagState)
+				section = binary.AppendUvarint(section, uint64(i))
+				section = binary.AppendUvarint(section, uint64(n))
+				section = append(section, entries...)
+				if prog != nil {
+					prog.Entries.Add(int64(n))
+				}
+			}
+		}
+		for _, t := range timers[g] {
+			section = append(section, tagTimers)
+			section = binary.AppendUvarint(section, uint64(t.service))
+			section = append(section, byte(t.domain))
+			section = binary.AppendUvarint(section, uint64(t.n))
+			section = append(section, t.buf...)
+			if prog != nil {
+				prog.Entries.Add(int64(t.n))
+			}
+		}
+		delete(timers, g)
+		if len(section) == 0 {
+			continue
+		}
+		section = append(section, tagEnd)
+		index = binary.AppendUvarint(index, uint64(g))
+		index = binary.AppendUvarint(index, uint64(cw.n))
+		index = binary.AppendUvarint(index, uint64(len(section)))
+		index = binary.BigEndian.AppendUint64(index, xxhash.Sum64(section))
+		sections++
+		cw.write(section)
+		if cw.err != nil {
+			return fmt.Errorf("snapshot: writing key group %d: %w", g, cw.err)
+		}
+	}
+	index = append(binary.AppendUvarint(nil, uint64(sections)), index...)
+	indexOff := cw.n
+	cw.write(index)
+	footer := binary.BigEndian.AppendUint64(nil, uint64(indexOff))
+	footer = binary.BigEndian.AppendUint64(footer, uint64(len(index)))
+	footer = binary.BigEndian.AppendUint64(footer, xxhash.Sum64(index))
+	footer = append(footer, footerMagic...)
+	cw.write(footer)
+	if cw.err != nil {
+		return fmt.Errorf("snapshot: %w", cw.err)
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+package cowstate
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
+)
+
+// source adapts a captured Snapshot to snapshot.Source. It reads only what
+// the capture froze, so it runs on any goroutine.
+type source struct {
+	s         *Snapshot
+	savepoint bool
+}
+
+func (src source) Meta() snapshot.Meta {
+	m := snapshot.Meta{
+		Savepoint:      src.savepoint,
+		MaxParallelism: src.s.state.MaxParallelism(),
+		KeyGroups:      src.s.state.KeyGroups(),
+		States:         append([]statetable.StateInfo(nil), src.s.state.States()...),
+		Timers:         append([]snapshot.TimerServiceInfo(nil), src.s.services...),
+	}
+	if !src.savepoint {
+		m.Version = src.s.Version()
+	}
+	return m
+}
+
+func (src source) StateEntries(state string, g int, yield func(key, cell []byte) bool) error {
+	return src.s.state.KeyGroupEntries(state, g, yield)
+}
+
+func (src source) TimerEntries(service string, d snapshot.Domain, yield func(g int, ts int64, key, ns string) bool) error {
+	v, ok := src.s.timers[service]
+	if !ok {
+		return fmt.Errorf("timer service %q not in the snapshot", service)
+	}
+	q := v.event
+	if d == snapshot.ProcessingTime {
+		q = v.processing
+	}
+	for t, g := range q.All() {
+		if !yield(g, t.Timestamp, t.Key, t.Namespace) {
+			break
+		}
+	}
+	return nil
+}
+
+// WriteSnapshot writes snap (every state and timer of the owned key groups)
+// to w in the snapshot format, on the calling goroutine; it does not release
+// snap. prog may be nil. Any goroutine while snap is live: the backend's
+// writer goes on meanwhile.
+func WriteSnapshot(ctx context.Context, w io.Writer, snap *Snapshot, prog *snapshot.Progress) error {
+	return snapshot.Write(ctx, w, source{s: snap}, prog)
+}
+
+// WriteSavepoint writes snap as a savepoint: full and canonical (the same
+// logical state gives byte-identical output whatever history built it and
+// whatever the version), self-contained (no reference to any other file).
+func WriteSavepoint(ctx context.Context, w io.Writer, snap *Snapshot, prog *snapshot.Progress) error {
+	return snapshot.Write(ctx, w, source{s: snap, savepoint: true}, prog)
+}
+
+// Write is a snapshot being written on its own goroutine.
+type Write struct {
+	done     chan struct{}
+	err      error
+	progress snapshot.Progress
+}
+
+// StartWrite writes snap to w on a new goroutine and releases snap when the
+// write ends, whether it succeeds, fails or ctx is cancelled (the goroutine
+// then exits promptly). Several writes may be in flight at once. The caller
+// keeps using the backend meanwhile.
+func StartWrite(ctx context.Context, w io.Writer, snap *Snapshot, savepoint bool) *Write {
+	wr := &Write{done: make(chan struct{})}
+	go func() {
+		defer close(wr.done)
+		defer snap.Release()
+		wr.err = snapshot.Write(ctx, w, source{s: snap, savepoint: savepoint}, &wr.progress)
+	}()
+	return wr
+}
+
+// Done is closed when the write has ended.
+func (w *Write) Done() <-chan struct{} { return w.done }
+
+// Wait waits for the write to end and returns its error.
+func (w *Write) Wait() error {
+	<-w.done
+	return w.err
+}
+
+// Progress returns the bytes and the entries (state entries and timers)
+// written so far. Any goroutine.
+func (w *Write) Progress() (bytes, entries int64) {
+	return w.progress.Bytes.Load(), w.progress.Entries.Load()
+}
+
+// Restore reads into b the key groups b owns from a snapshot file: all of
+// them, or a subset when b owns fewer (rescaling). Every state and timer
+// service in the file must be registered on b with the same kind and codecs,
+// and the max parallelism must match (else an error matching
+// snapshot.ErrMismatch); bad bytes give snapshot.ErrCorrupt or
+// statetable.ErrDecode. Restore into a backend that has no state yet: what
+// it restores is added to what is there. Writer goroutine only.
+func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
+	m := r.Meta()
+	if m.MaxParallelism != b.MaxParallelism() {
+		return fmt.Errorf("%w: snapshot has max parallelism %d, backend %d", snapshot.ErrMismatch, m.MaxParallelism, b.MaxParallelism())
+	}
+	for _, s := range m.States {
+		have, err := b.table.State(s.Name)
+		if err != nil {
+			return fmt.Errorf("%w: %v: register it before restoring (%w)", snapshot.ErrMismatch, s, err)
+		}
+		if have.Kind != s.Kind || fmt.Sprint(have.Codec) != fmt.Sprint(s.Codec) {
+			return fmt.Errorf("%w: snapshot has %v, backend has %v", snapshot.ErrMismatch, s, have)
+		}
+	}
+	for _, t := range m.Timers {
+		svc, ok := b.services[t.Name]
+		if !ok || svc.codecs() != t.Codecs {
+			return fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs", snapshot.ErrMismatch, t.Name, t.Codecs)
+		}
+	}
+	return r.Restore(ctx, sink{b}, b.KeyGroups())
+}
+
+// sink adapts a Backend to snapshot.Sink.
+type sink struct{ b *Backend }
+
+func (s sink) RestoreEntry(state string, key, cell []byte) error {
+	return s.b.table.RestoreEntry(state, key, cell)
+}
+
+func (s sink) RestoreTimer(service string, d snapshot.Domain, g int, ts int64, key, ns string) error {
+	if kg := statetable.KeyGroupOf(statetable.HashKey([]byte(key)), s.b.MaxParallelism()); kg != g {
+		return fmt.Errorf("%w: timer of key group %d in the section of key group %d", snapshot.ErrCorrupt, kg, g)
+	}
+	queueOf(s.b.services[service], d).Register(timerqueue.Timer{Timestamp: ts, Key: key, Namespace: ns}, g)
+	return nil
+}

@@ -1,0 +1,145 @@
+package statetable
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cowstate/cowstate/cow"
+)
+
+// This file is the state table's side of snapshot files: every state's
+// entries of a key group, in a canonical order and encoding, and back.
+
+// cellCodec encodes and decodes the cell of one state kind.
+type cellCodec[C any] struct {
+	enc func(dst []byte, c C) []byte
+	dec func(src []byte) (C, error)
+}
+
+// KeyGroupEntries calls yield for every entry of the named state in key
+// group g of snap: the composite key (uvarint key length, key bytes,
+// namespace bytes) and the cell's encoding, in canonical order (entry hash,
+// then composite key bytes), so the same logical state gives the same
+// sequence whatever history built it. The bytes passed to yield are valid
+// only during the call. Any goroutine while snap is live (it reads only what
+// the snapshot froze).
+func (snap *Snapshot) KeyGroupEntries(name string, g int, yield func(key, cell []byte) bool) error {
+	r, ok := snap.regs[name]
+	if !ok {
+		return fmt.Errorf("%w %q in snapshot", ErrUnknownState, name)
+	}
+	if g < 0 || g >= snap.maxPar {
+		return fmt.Errorf("%w: key group %d, max parallelism %d", ErrConfig, g, snap.maxPar)
+	}
+	lo, _ := KeyGroupStart(g, snap.maxPar)
+	hi, ok := KeyGroupStart(g+1, snap.maxPar)
+	if ok {
+		hi--
+	} else {
+		hi = ^uint64(0)
+	}
+	r.scan(snap.views[name], lo, hi, yield)
+	return nil
+}
+
+// RestoreEntry stores one entry, as KeyGroupEntries gave it, into the named
+// state: the key must belong to a key group the table owns. Bad bytes are an
+// error wrapping ErrDecode. Writer goroutine only.
+func (t *Table) RestoreEntry(name string, key, cell []byte) error {
+	r, ok := t.states[name]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	return r.restore(string(key), cell)
+}
+
+// scan yields the entries of a view with hash in [lo, hi] in canonical
+// order.
+func (c *cells[K, N, C]) scan(view any, lo, hi uint64, yield func(key, cell []byte) bool) {
+	type entry struct {
+		ck string
+		c  C
+	}
+	var run []entry // entries of one hash, sorted by composite key
+	runHash := uint64(0)
+	var buf []byte
+	stopped := false
+	flush := func() bool {
+		if len(run) > 1 {
+			slices.SortFunc(run, func(a, b entry) int { return strings.Compare(a.ck, b.ck) })
+		}
+		for _, e := range run {
+			buf = c.cell.enc(buf[:0], e.c)
+			if !yield([]byte(e.ck), buf) {
+				return false
+			}
+		}
+		run = run[:0]
+		return true
+	}
+	view.(*cow.MapSnapshot[string, C]).Scan(lo, hi, func(h uint64, ck string, cell C) bool {
+		if len(run) > 0 && h != runHash {
+			if !flush() {
+				stopped = true
+				return false
+			}
+		}
+		runHash = h
+		run = append(run, entry{ck, cell})
+		return true
+	})
+	if !stopped {
+		flush()
+	}
+}
+
+// restore decodes one entry and stores it.
+func (c *cells[K, N, C]) restore(ck string, cellBytes []byte) error {
+	kb, nb, err := splitComposite(ck)
+	if err != nil {
+		return fmt.Errorf("state %q: %w", c.info.Name, err)
+	}
+	keyHash := HashKey([]byte(kb))
+	if g := KeyGroupOf(keyHash, c.t.maxPar); !c.t.owned.Contains(g) {
+		return fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, c.t.owned)
+	}
+	cell, err := c.cell.dec(cellBytes)
+	if err != nil {
+		return fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, len(cellBytes), err)
+	}
+	c.m.SetHashed(EntryHash(keyHash, []byte(nb)), ck, cell, nil)
+	return nil
+}
+
+// valueCell is the cell codec of value, reducing and aggregating state: the
+// value's own codec.
+func valueCell[V any](vc Codec[V]) cellCodec[V] {
+	return cellCodec[V]{enc: vc.Append, dec: vc.Decode}
+}
+
+// appendBlob appends uvarint(len(b)) and b.
+func appendBlob(dst, b []byte) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
+}
+
+// readBlob reads one blob from src, never trusting the length beyond the
+// bytes present.
+func readBlob(src []byte) (blob, rest []byte, err error) {
+	n, k := binary.Uvarint(src)
+	if k <= 0 || n > uint64(len(src)-k) {
+		return nil, nil, fmt.Errorf("%w: blob length at offset 0 of %d bytes", ErrDecode, len(src))
+	}
+	return src[k : k+int(n)], src[k+int(n):], nil
+}
+
+// readCount reads an element count, bounded by the bytes left (every
+// element takes at least minBytes).
+func readCount(src []byte, minBytes int) (int, []byte, error) {
+	n, k := binary.Uvarint(src)
+	if k <= 0 || n > uint64(len(src)-k)/uint64(minBytes) {
+		return 0, nil, fmt.Errorf("%w: element count does not fit in %d bytes", ErrDecode, len(src))
+	}
+	return int(n), src[k:], nil
+}
