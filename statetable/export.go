@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/cowstate/cowstate/cow"
 )
@@ -56,42 +57,60 @@ func (t *Table) RestoreEntry(name string, key, cell []byte) error {
 }
 
 // scan yields the entries of a view with hash in [lo, hi] in canonical
-// order.
+// order. Entries are yielded as they are met, except runs of equal hashes
+// (rare), which are sorted by composite key first. The key bytes alias the
+// stored key: the consumer must not modify them.
 func (c *cells[K, N, C]) scan(view any, lo, hi uint64, yield func(key, cell []byte) bool) {
 	type entry struct {
 		ck string
 		c  C
 	}
-	var run []entry // entries of one hash, sorted by composite key
-	runHash := uint64(0)
-	var buf []byte
-	stopped := false
-	flush := func() bool {
-		if len(run) > 1 {
-			slices.SortFunc(run, func(a, b entry) int { return strings.Compare(a.ck, b.ck) })
-		}
+	var (
+		pending  entry
+		havePend bool
+		pendHash uint64
+		run      []entry // a run of equal hashes, once one is met
+		buf      []byte
+	)
+	emit := func(e entry) bool {
+		buf = c.cell.enc(buf[:0], e.c)
+		return yield(unsafe.Slice(unsafe.StringData(e.ck), len(e.ck)), buf)
+	}
+	flushRun := func() bool {
+		slices.SortFunc(run, func(a, b entry) int { return strings.Compare(a.ck, b.ck) })
 		for _, e := range run {
-			buf = c.cell.enc(buf[:0], e.c)
-			if !yield([]byte(e.ck), buf) {
+			if !emit(e) {
 				return false
 			}
 		}
 		run = run[:0]
 		return true
 	}
+	ok := true
 	view.(*cow.MapSnapshot[string, C]).Scan(lo, hi, func(h uint64, ck string, cell C) bool {
-		if len(run) > 0 && h != runHash {
-			if !flush() {
-				stopped = true
-				return false
-			}
+		e := entry{ck, cell}
+		switch {
+		case len(run) > 0 && h == pendHash:
+			run = append(run, e)
+			return true
+		case len(run) > 0:
+			ok = flushRun()
+		case havePend && h == pendHash:
+			run = append(run, pending, e)
+			havePend = false
+			return true
+		case havePend:
+			ok = emit(pending)
 		}
-		runHash = h
-		run = append(run, entry{ck, cell})
-		return true
+		pending, havePend, pendHash = e, true, h
+		return ok
 	})
-	if !stopped {
-		flush()
+	switch {
+	case !ok:
+	case len(run) > 0:
+		flushRun()
+	case havePend:
+		emit(pending)
 	}
 }
 
