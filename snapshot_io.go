@@ -130,7 +130,10 @@ func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
 			return fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs", snapshot.ErrMismatch, t.Name, t.Codecs)
 		}
 	}
-	return r.Restore(ctx, sink{b}, b.KeyGroups())
+	if err := r.Restore(ctx, sink{b}, b.KeyGroups()); err != nil {
+		return err
+	}
+	return b.table.FinishRestore()
 }
 
 // sink adapts a Backend to snapshot.Sink.

@@ -11,7 +11,10 @@ import (
 )
 
 // Sink receives what Restore reads; its methods are called from the
-// restoring goroutine.
+// restoring goroutine. The key, cell and string arguments alias a buffer
+// the reader allocated for their section and never reuses or modifies, so a
+// sink may keep them without copying (keeping any keeps the whole section's
+// buffer alive).
 type Sink interface {
 	RestoreEntry(state string, key, cell []byte) error
 	RestoreTimer(service string, d Domain, g int, ts int64, key, ns string) error
