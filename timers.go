@@ -197,41 +197,32 @@ func (s *TimerService[K, N]) timersAt(snap *Snapshot, event bool) iter.Seq2[Time
 		if event {
 			q = v.event
 		}
-		for t := range q.All() {
-			k, err := s.kc.Decode([]byte(t.Key))
-			var n N
-			if err == nil {
-				n, err = s.nc.Decode([]byte(t.Namespace))
-			}
-			if !yield(Timer[K, N]{t.Timestamp, k, n}, err) || err != nil {
-				return
-			}
-		}
+		s.decodeAll(q.All(), yield)
 	}
 }
 
 // EventTimers yields the live event-time timers in firing order. Do not
 // register or delete timers during the iteration.
 func (s *TimerService[K, N]) EventTimers() iter.Seq2[Timer[K, N], error] {
-	return s.liveTimers(s.event)
+	return func(yield func(Timer[K, N], error) bool) { s.decodeAll(s.event.All(), yield) }
 }
 
 // ProcessingTimers yields the live processing-time timers in firing order.
 func (s *TimerService[K, N]) ProcessingTimers() iter.Seq2[Timer[K, N], error] {
-	return s.liveTimers(s.processing)
+	return func(yield func(Timer[K, N], error) bool) { s.decodeAll(s.processing.All(), yield) }
 }
 
-func (s *TimerService[K, N]) liveTimers(q *timerqueue.Queue) iter.Seq2[Timer[K, N], error] {
-	return func(yield func(Timer[K, N], error) bool) {
-		for t := range q.All() {
-			k, err := s.kc.Decode([]byte(t.Key))
-			var n N
-			if err == nil {
-				n, err = s.nc.Decode([]byte(t.Namespace))
-			}
-			if !yield(Timer[K, N]{t.Timestamp, k, n}, err) || err != nil {
-				return
-			}
+// decodeAll decodes the timers of seq; a decode error is yielded and ends
+// the iteration.
+func (s *TimerService[K, N]) decodeAll(seq iter.Seq2[timerqueue.Timer, int], yield func(Timer[K, N], error) bool) {
+	for t := range seq {
+		k, err := s.kc.Decode([]byte(t.Key))
+		var n N
+		if err == nil {
+			n, err = s.nc.Decode([]byte(t.Namespace))
+		}
+		if !yield(Timer[K, N]{t.Timestamp, k, n}, err) || err != nil {
+			return
 		}
 	}
 }

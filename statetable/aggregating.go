@@ -72,33 +72,5 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) Clear(key K, ns N) error { return
 // the sources. Sources without an accumulator are skipped; if none has one,
 // the target is unchanged. A source equal to the target is ignored.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) MergeNamespaces(key K, target N, sources ...N) error {
-	acc, have, err := s.get(key, target)
-	if err != nil {
-		return err
-	}
-	want := string(s.nc.Append(nil, target))
-	for _, src := range sources {
-		if string(s.nc.Append(nil, src)) == want {
-			continue // merging the target into itself changes nothing
-		}
-		v, ok, err := s.get(key, src)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if err := s.clear(key, src); err != nil {
-			return err
-		}
-		if have {
-			acc = s.fn.Merge(acc, v)
-		} else {
-			acc, have = v, true
-		}
-	}
-	if !have {
-		return nil
-	}
-	return s.put(key, target, acc)
+	return s.mergeNamespaces(key, target, sources, s.fn.Merge)
 }

@@ -50,27 +50,35 @@ func (s *ReducingState[K, N, V]) Clear(key K, ns N) error { return s.clear(key, 
 // clears the sources. Sources without a value are skipped; if none has one,
 // the target is unchanged. A source equal to the target is ignored.
 func (s *ReducingState[K, N, V]) MergeNamespaces(key K, target N, sources ...N) error {
-	acc, have, err := s.get(key, target)
+	return s.mergeNamespaces(key, target, sources, s.reduce)
+}
+
+// mergeNamespaces folds the cells of key in sources into target's with
+// combine, in order, clearing the sources; sources without a cell, and a
+// source equal to the target, are skipped. If no cell is found the target
+// is left unchanged.
+func (c *cells[K, N, C]) mergeNamespaces(key K, target N, sources []N, combine func(acc, v C) C) error {
+	acc, have, err := c.get(key, target)
 	if err != nil {
 		return err
 	}
-	want := string(s.nc.Append(nil, target))
+	want := string(c.nc.Append(nil, target))
 	for _, src := range sources {
-		if string(s.nc.Append(nil, src)) == want {
+		if string(c.nc.Append(nil, src)) == want {
 			continue // merging the target into itself changes nothing
 		}
-		v, ok, err := s.get(key, src)
+		v, ok, err := c.get(key, src)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			continue
 		}
-		if err := s.clear(key, src); err != nil {
+		if err := c.clear(key, src); err != nil {
 			return err
 		}
 		if have {
-			acc = s.reduce(acc, v)
+			acc = combine(acc, v)
 		} else {
 			acc, have = v, true
 		}
@@ -78,5 +86,5 @@ func (s *ReducingState[K, N, V]) MergeNamespaces(key K, target N, sources ...N) 
 	if !have {
 		return nil
 	}
-	return s.put(key, target, acc)
+	return c.put(key, target, acc)
 }
