@@ -10,10 +10,47 @@ import (
 	"github.com/cowstate/cowstate/cow"
 )
 
-// list is the cell of a list state: a persistent B+tree from a sequence
-// number to the element, in order. Appending is O(log n) and copies O(log
-// n) nodes when a capture is live, never the list.
-type list[E any] = cow.TreeRoot[uint64, E]
+// smallListMax is the longest list kept as a plain immutable slice: most
+// list states (window buffers) are short, and a B+tree leaf is a kilobyte.
+const smallListMax = 8
+
+// list is the cell of a list state. A short list is an immutable slice,
+// replaced whole on every append (at most smallListMax elements are
+// copied); a longer one is a persistent B+tree from a sequence number to the
+// element: appending is O(log n) and copies O(log n) nodes when a capture is
+// live, never the list. Two lists are equal (==) when they are the same
+// version.
+type list[E any] struct {
+	small *[]E // never written after creation
+	tree  cow.TreeRoot[uint64, E]
+}
+
+// Len returns the number of elements.
+func (l list[E]) Len() int {
+	if l.small != nil {
+		return len(*l.small)
+	}
+	return l.tree.Len()
+}
+
+// All yields the elements in order.
+func (l list[E]) All() iter.Seq[E] {
+	return func(yield func(E) bool) {
+		if l.small != nil {
+			for _, e := range *l.small {
+				if !yield(e) {
+					return
+				}
+			}
+			return
+		}
+		for _, e := range l.tree.All() {
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
 
 // ListState holds a list of elements per (key, namespace). An empty list is
 // no state: Get of an absent key yields nothing.
@@ -33,7 +70,7 @@ func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Co
 		s.cell = cellCodec[list[E]]{enc: func(dst []byte, l list[E]) []byte {
 			dst = binary.AppendUvarint(dst, uint64(l.Len()))
 			var eb []byte
-			for _, e := range l.All() {
+			for e := range l.All() {
 				eb = ec.Append(eb[:0], e)
 				dst = appendBlob(dst, eb)
 			}
@@ -58,7 +95,7 @@ func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Co
 			if len(src) != 0 || n == 0 {
 				return list[E]{}, fmt.Errorf("%w: list cell: %d elements, %d bytes left over", ErrDecode, n, len(src))
 			}
-			return s.appendTo(list[E]{}, slices.Values(es)), nil
+			return s.appendTo(list[E]{}, es), nil
 		}}
 		return s
 	})
@@ -69,7 +106,11 @@ func (s *ListState[K, N, E]) handle() any     { return s }
 
 // Add appends e to the list of (key, ns). O(log n).
 func (s *ListState[K, N, E]) Add(key K, ns N, e E) error {
-	return s.AddAll(key, ns, func(yield func(E) bool) { yield(e) })
+	l, _, err := s.get(key, ns)
+	if err != nil {
+		return err
+	}
+	return s.store(key, ns, s.appendTo(l, []E{e}))
 }
 
 // AddAll appends every element of es, in order.
@@ -78,22 +119,39 @@ func (s *ListState[K, N, E]) AddAll(key K, ns N, es iter.Seq[E]) error {
 	if err != nil {
 		return err
 	}
-	return s.store(key, ns, s.appendTo(l, es))
+	return s.store(key, ns, s.appendTo(l, slices.Collect(es)))
 }
 
-// appendTo returns l with es appended, written through the cursor.
-func (s *ListState[K, N, E]) appendTo(l list[E], es iter.Seq[E]) list[E] {
-	s.cursor.SetRoot(l)
+// appendTo returns l with es appended: a new small list while the result
+// fits, else through the cursor into l's tree (moving a small list's
+// elements into a tree first).
+func (s *ListState[K, N, E]) appendTo(l list[E], es []E) list[E] {
+	if len(es) == 0 {
+		return l
+	}
+	if l.small != nil || l.tree.Len() == 0 {
+		var old []E
+		if l.small != nil {
+			old = *l.small
+		}
+		if len(old)+len(es) <= smallListMax {
+			n := append(append(make([]E, 0, len(old)+len(es)), old...), es...)
+			return list[E]{small: &n}
+		}
+		es = append(append(make([]E, 0, len(old)+len(es)), old...), es...)
+		l = list[E]{}
+	}
+	s.cursor.SetRoot(l.tree)
 	next := uint64(0)
 	if last, _, ok := s.cursor.Max(); ok {
 		next = last + 1
 	}
-	for e := range es {
+	for _, e := range es {
 		s.cursor.Set(next, e)
 		next++
 	}
-	l = s.cursor.Root()
-	s.cursor.SetRoot(list[E]{}) // the cursor never keeps a root alive
+	l = list[E]{tree: s.cursor.Root()}
+	s.cursor.SetRoot(cow.TreeRoot[uint64, E]{}) // the cursor never keeps a root alive
 	return l
 }
 
@@ -110,7 +168,7 @@ func (s *ListState[K, N, E]) Update(key K, ns N, es iter.Seq[E]) error {
 	if _, _, err := s.locate(key, ns); err != nil {
 		return err
 	}
-	return s.store(key, ns, s.appendTo(list[E]{}, es))
+	return s.store(key, ns, s.appendTo(list[E]{}, slices.Collect(es)))
 }
 
 // Get yields the elements of the list of (key, ns) in order: the version
@@ -122,7 +180,7 @@ func (s *ListState[K, N, E]) Get(key K, ns N) (iter.Seq[E], error) {
 	if err != nil {
 		return nil, err
 	}
-	return values(l), nil
+	return l.All(), nil
 }
 
 // GetAt is Get on a snapshot; any goroutine while the snapshot is live.
@@ -131,7 +189,7 @@ func (s *ListState[K, N, E]) GetAt(snap *Snapshot, key K, ns N) (iter.Seq[E], er
 	if err != nil {
 		return nil, err
 	}
-	return values(l), nil
+	return l.All(), nil
 }
 
 // Len returns the length of the list of (key, ns). O(1).
@@ -170,20 +228,10 @@ func (s *ListState[K, N, E]) MergeNamespaces(key K, target N, sources ...N) erro
 			acc = l // the source's entry is gone: the root moves, it is not shared
 			continue
 		}
-		acc = s.appendTo(acc, values(l))
+		acc = s.appendTo(acc, slices.Collect(l.All()))
 	}
 	if acc.Len() == 0 {
 		return nil
 	}
 	return s.put(key, target, acc)
-}
-
-func values[E any](l list[E]) iter.Seq[E] {
-	return func(yield func(E) bool) {
-		for _, e := range l.All() {
-			if !yield(e) {
-				return
-			}
-		}
-	}
 }
