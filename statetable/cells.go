@@ -3,7 +3,6 @@ package statetable
 import (
 	"encoding/binary"
 	"fmt"
-	"iter"
 	"reflect"
 	"strings"
 	"unsafe"
@@ -95,39 +94,6 @@ func (c *cells[K, N, C]) clear(key K, ns N) error {
 		return err
 	}
 	c.m.DeleteHashed(h, ck)
-	return nil
-}
-
-// decode splits a composite key into key and namespace.
-func (c *cells[K, N, C]) decode(ck string) (K, N, error) {
-	var k K
-	var ns N
-	kb, nb, err := splitComposite(ck)
-	if err != nil {
-		return k, ns, fmt.Errorf("state %q: %w", c.info.Name, err)
-	}
-	if k, err = c.kc.Decode([]byte(kb)); err != nil {
-		return k, ns, fmt.Errorf("state %q: key: %w", c.info.Name, err)
-	}
-	if ns, err = c.nc.Decode([]byte(nb)); err != nil {
-		return k, ns, fmt.Errorf("state %q: namespace: %w", c.info.Name, err)
-	}
-	return k, ns, nil
-}
-
-// all yields the decoded (key, namespace) and cell of every entry of a map
-// version, in entry-hash order. A decode error ends the iteration with the
-// error.
-func (c *cells[K, N, C]) all(seq iter.Seq2[string, C], yield func(K, N, C) bool) error {
-	for ck, v := range seq {
-		k, ns, err := c.decode(ck)
-		if err != nil {
-			return err
-		}
-		if !yield(k, ns, v) {
-			return nil
-		}
-	}
 	return nil
 }
 
