@@ -2,6 +2,9 @@ package cow
 
 import (
 	"iter"
+	"runtime"
+	"slices"
+	"sync"
 	"unsafe"
 )
 
@@ -27,6 +30,8 @@ func DiffMaps[K comparable, V any](old, new *MapSnapshot[K, V]) iter.Seq[Change[
 			new.capture.mustRead()
 		}}
 		d.slots(&old.root, &new.root, 0)
+		runtime.KeepAlive(old)
+		runtime.KeepAlive(new)
 	}
 }
 
@@ -50,54 +55,191 @@ func (d *mapDiff[K, V]) emit(c Change[K, V]) bool {
 }
 
 // slots diffs two subtrees at the same depth; false means the consumer
-// stopped. For a pair of branches it first finds every kid pair that
-// differs and touches their nodes, then descends into them: the cache misses
-// of siblings overlap instead of following each other.
+// stopped.
+//
+// Two versions k writes apart differ along k paths from the root, and in a
+// big map the nodes on those paths are cache and TLB misses. Walked depth
+// first, the misses of one path come one after the other: a branch pair must
+// arrive before its differing kids are known. So the walk goes breadth
+// first: it collects the differing kid pairs of a whole level (of a chunk of
+// it, to bound the buffers) in hash order, and before comparing a run of
+// pairs it loads every cache line of their nodes in one burst, so the misses
+// of many paths overlap. Leaf pairs found at a level are carried down
+// unchanged; once a level holds only pairs with a leaf they are merged in
+// order, which keeps the changes in ascending hash order.
 func (d *mapDiff[K, V]) slots(a, b *mapSlot[K, V], depth int) bool {
 	if a.same(b) {
 		return true
 	}
-	d.visited++
-	switch {
-	case a.n == branchMark && b.n == branchMark:
-		ba, bb := a.branch(), b.branch()
-		var differ [mapFanout]uint8
-		nd := 0
-		for i := range ba.kids {
-			if !ba.kids[i].same(&bb.kids[i]) {
-				touch(&ba.kids[i])
-				touch(&bb.kids[i])
-				differ[nd] = uint8(i)
-				nd++
+	if a.n != branchMark || b.n != branchMark {
+		d.visited++
+		return d.leaf(a, b)
+	}
+	bufs := diffBufPool.Get().(*diffBufs)
+	defer diffBufPool.Put(bufs)
+	root := [1]diffPair{{rawSlot(a), rawSlot(b)}}
+	return d.walk(bufs, root[:], 0)
+}
+
+// leaf diffs a pair of slots of which at least one is not a branch.
+func (d *mapDiff[K, V]) leaf(a, b *mapSlot[K, V]) bool {
+	d.check()
+	if a.n != branchMark && b.n != branchMark {
+		return d.entries(a.ents(), b.ents())
+	}
+	// A leaf against a branch: the key set crossed mapLeafMax between the
+	// versions. Rare for close versions; flatten and merge.
+	return d.entries(a.appendEntries(nil), b.appendEntries(nil))
+}
+
+const (
+	// diffChunk is the most pairs a level of the breadth-first walk holds:
+	// when a level's buffer is full, the walk finishes what it holds before
+	// it reads more of the level above. The buffers are at most
+	// (mapDepths+1)*diffChunk pairs however much two maps differ.
+	diffChunk = 256
+	// diffBurstBranches and diffBurstLeaves are how many pairs the walk
+	// loads at once before comparing them. Every load that misses holds up
+	// the instructions behind it, so loads spread between the compares
+	// overlap with few others; loads issued back to back overlap with each
+	// other. Measured: the size of a burst hardly matters beyond a few
+	// pairs.
+	diffBurstBranches = 8
+	diffBurstLeaves   = 32
+)
+
+// diffSlot is a mapSlot stored without a pointer. The walk's buffers hold
+// nodes of the two snapshots, which keep them alive for the whole diff;
+// holding them as integers spares the GC from scanning the buffers and the
+// walk from write barriers, and a pooled buffer keeps no node alive. The
+// walk reads a stored node only before it yields the first change or after
+// check() has confirmed that both snapshots are still live.
+type diffSlot struct {
+	p    uintptr
+	n, c int32
+}
+
+// diffPair is the slots of one position in the two tries.
+type diffPair struct{ a, b diffSlot }
+
+// branches reports whether both slots hold a branch.
+func (p diffPair) branches() bool { return p.a.n == branchMark && p.b.n == branchMark }
+
+func rawSlot[K comparable, V any](s *mapSlot[K, V]) diffSlot {
+	return *(*diffSlot)(unsafe.Pointer(s))
+}
+
+func slotOf[K comparable, V any](s *diffSlot) *mapSlot[K, V] {
+	return (*mapSlot[K, V])(unsafe.Pointer(s))
+}
+
+// diffBufs holds a buffer per level of the walk, reused across diffs.
+type diffBufs struct{ levels [][]diffPair }
+
+var diffBufPool = sync.Pool{New: func() any { return new(diffBufs) }}
+
+func (b *diffBufs) level(i int) []diffPair {
+	for len(b.levels) <= i {
+		b.levels = append(b.levels, make([]diffPair, 0, diffChunk))
+	}
+	return b.levels[i][:0]
+}
+
+// walk diffs the pairs of items, all at the depth level and in hash order.
+func (d *mapDiff[K, V]) walk(bufs *diffBufs, items []diffPair, level int) bool {
+	if !slices.ContainsFunc(items, diffPair.branches) {
+		return d.leaves(items)
+	}
+	next := bufs.level(level)
+	var sink uint64
+	loaded := 0 // the nodes of items[:loaded] have been loaded
+	for i := range items {
+		if i == loaded {
+			loaded = min(len(items), i+diffBurstBranches)
+			for j := i; j < loaded; j++ {
+				if p := &items[j]; p.branches() {
+					sink += touchBranch[K, V](p.a.p) + touchBranch[K, V](p.b.p)
+				}
 			}
 		}
-		for _, i := range differ[:nd] {
-			if !d.slots(&ba.kids[i], &bb.kids[i], depth+1) {
+		p := &items[i]
+		if !p.branches() {
+			next = append(next, *p) // merged in order further down
+		} else {
+			d.visited++
+			ba, bb := slotOf[K, V](&p.a).branch(), slotOf[K, V](&p.b).branch()
+			for k := range ba.kids {
+				if !ba.kids[k].same(&bb.kids[k]) {
+					next = append(next, diffPair{rawSlot(&ba.kids[k]), rawSlot(&bb.kids[k])})
+				}
+			}
+		}
+		if len(next) > diffChunk-mapFanout && i+1 < len(items) {
+			if !d.walk(bufs, next, level+1) {
 				return false
 			}
+			d.check() // that walk may have yielded, and items are read on
+			next = next[:0]
 		}
-		return true
-	case a.n != branchMark && b.n != branchMark:
-		d.check()
-		return d.entries(a.ents(), b.ents())
-	default:
-		// A leaf against a branch: the key set crossed mapLeafMax between
-		// the versions. Rare for close versions; flatten and merge.
-		d.check()
-		return d.entries(a.appendEntries(nil), b.appendEntries(nil))
+	}
+	keep(sink)
+	return d.walk(bufs, next, level+1)
+}
+
+// leaves diffs, in order, pairs of which at least one side is not a branch.
+func (d *mapDiff[K, V]) leaves(items []diffPair) bool {
+	var sink uint64
+	loaded := 0
+	for i := range items {
+		if i == loaded {
+			loaded = min(len(items), i+diffBurstLeaves)
+			for j := i; j < loaded; j++ {
+				sink += touchLeaf[K, V](&items[j].a) + touchLeaf[K, V](&items[j].b)
+			}
+		}
+		d.visited++
+		if !d.leaf(slotOf[K, V](&items[i].a), slotOf[K, V](&items[i].b)) {
+			return false
+		}
+	}
+	keep(sink)
+	return true
+}
+
+// touchSink keeps the loads of the touches from being optimized away.
+var touchSink uint64
+
+// keep makes sink, a sum of touched words, look used.
+func keep(sink uint64) {
+	if sink == 1<<63+1 { // a condition the compiler cannot drop
+		touchSink++
 	}
 }
 
-// touchSink keeps touch's loads from being optimized away.
-var touchSink uint64
+// touchBranch loads a word of every cache line of the branch at p and
+// returns their sum.
+func touchBranch[K comparable, V any](p uintptr) uint64 {
+	return touchLines(p, unsafe.Sizeof(mapBranch[K, V]{}))
+}
 
-// touch loads the first word of the node of s (a branch and a leaf's first
-// entry both start with a uint64) so that it is in cache when the walk gets
-// there.
-func touch[K comparable, V any](s *mapSlot[K, V]) {
-	if s.p != nil && *(*uint64)(s.p) == 1<<63+1 { // a condition the compiler cannot drop
-		touchSink++
+// touchLeaf loads a word of every cache line of the entries of the leaf s
+// (nothing for a branch or an empty slot).
+func touchLeaf[K comparable, V any](s *diffSlot) uint64 {
+	if s.n <= 0 {
+		return 0
 	}
+	return touchLines(s.p, uintptr(s.n)*unsafe.Sizeof(mapEntry[K, V]{}))
+}
+
+// touchLines loads a word of every cache line of the size bytes at p (a
+// multiple of 8: nodes start with a uint64).
+func touchLines(p, size uintptr) uint64 {
+	base := *(*unsafe.Pointer)(unsafe.Pointer(&p))
+	var sum uint64
+	for off := uintptr(0); off < size; off += 64 {
+		sum += *(*uint64)(unsafe.Add(base, off))
+	}
+	return sum + *(*uint64)(unsafe.Add(base, size-8))
 }
 
 // entries merges two hash-sorted entry lists. Runs of equal hashes (true

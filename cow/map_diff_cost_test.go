@@ -1,227 +1,151 @@
 package cow
 
 import (
-	"testing"
+	"cmp"
+	"maps"
 	"math/rand/v2"
-	"encoding/binary"
-	"fmt"
-	"github.com/cespare/xxhash/v2"
+	"slices"
+	"testing"
 )
 
-// mapDiff carries one diff walk's parameters and counts what it visits.
-type oldMapDiff[K comparable, V any] struct {
-	equal   func(a, b V) bool
-	yield   func(Change[K, V]) bool
-	check   func()
-	visited int // node pairs compared (tests assert the cost with it)
-	stopped bool
+// hashSkewed sends a quarter of the keys into the subtree of one root slot,
+// so that subtree is deeper than the rest and a diff meets leaf pairs at
+// different depths, interleaved in hash order.
+func hashSkewed(k int) uint64 {
+	h := hashInt(k)
+	if k%4 == 0 {
+		h &^= 0xfff << 52
+	}
+	return h
 }
 
-func (d *oldMapDiff[K, V]) emit(c Change[K, V]) bool {
-	if d.stopped {
-		return false
+// wantChanges returns the changes that turn a into b, in ascending hash
+// order.
+func wantChanges(a, b map[int]int, hash func(int) uint64) []Change[int, int] {
+	var cs []Change[int, int]
+	for k, va := range a {
+		if vb, ok := b[k]; !ok {
+			cs = append(cs, Change[int, int]{Kind: Removed, Key: k, Old: va})
+		} else if va != vb {
+			cs = append(cs, Change[int, int]{Kind: Changed, Key: k, Old: va, New: vb})
+		}
 	}
-	if !d.yield(c) {
-		d.stopped = true
+	for k, vb := range b {
+		if _, ok := a[k]; !ok {
+			cs = append(cs, Change[int, int]{Kind: Added, Key: k, New: vb})
+		}
 	}
-	return !d.stopped
+	slices.SortFunc(cs, func(x, y Change[int, int]) int {
+		return cmp.Or(cmp.Compare(hash(x.Key), hash(y.Key)), cmp.Compare(x.Key, y.Key))
+	})
+	return cs
 }
 
-// slots diffs two subtrees at the same depth; false means the consumer
-// stopped. For a pair of branches it first finds every kid pair that
-// differs and touches their nodes, then descends into them: the cache misses
-// of siblings overlap instead of following each other.
-func (d *oldMapDiff[K, V]) slots(a, b *mapSlot[K, V], depth int) bool {
+// pairsDiffering counts the node pairs a diff of a and b compares: every
+// pair of slots at one position that are not the same subtree, descending
+// into pairs of branches.
+func pairsDiffering[K comparable, V any](a, b *mapSlot[K, V]) int {
 	if a.same(b) {
-		return true
+		return 0
 	}
-	d.visited++
-	switch {
-	case a.n == branchMark && b.n == branchMark:
-		ba, bb := a.branch(), b.branch()
-		var differ [mapFanout]uint8
-		nd := 0
-		for i := range ba.kids {
-			if !ba.kids[i].same(&bb.kids[i]) {
-				oldTouch(&ba.kids[i])
-				oldTouch(&bb.kids[i])
-				differ[nd] = uint8(i)
-				nd++
-			}
-		}
-		for _, i := range differ[:nd] {
-			if !d.slots(&ba.kids[i], &bb.kids[i], depth+1) {
-				return false
-			}
-		}
-		return true
-	case a.n != branchMark && b.n != branchMark:
-		d.check()
-		return d.entries(a.ents(), b.ents())
-	default:
-		// A leaf against a branch: the key set crossed mapLeafMax between
-		// the versions. Rare for close versions; flatten and merge.
-		d.check()
-		return d.entries(a.appendEntries(nil), b.appendEntries(nil))
+	ba, bb := a.branch(), b.branch()
+	if ba == nil || bb == nil {
+		return 1
 	}
+	n := 1
+	for i := range ba.kids {
+		n += pairsDiffering(&ba.kids[i], &bb.kids[i])
+	}
+	return n
 }
 
-// oldTouchSink keeps touch's loads from being optimized away.
-var oldTouchSink uint64
-
-// touch loads the first word of the node of s (a branch and a leaf's first
-// entry both start with a uint64) so that it is in cache when the walk gets
-// there.
-func oldTouch[K comparable, V any](s *mapSlot[K, V]) {
-	if s.p != nil && *(*uint64)(s.p) == 1<<63+1 { // a condition the compiler cannot drop
-		oldTouchSink++
+// TestMap_DiffWide diffs versions that differ in many leaves, so that the
+// levels of the breadth-first walk overflow their buffers and are walked in
+// chunks, with leaf pairs at several depths.
+func TestMap_DiffWide(t *testing.T) {
+	n := 100_000
+	if invariants {
+		n = 5_000
 	}
-}
-
-// entries merges two hash-sorted entry lists. Runs of equal hashes (true
-// collisions) are matched key by key.
-//
-// Two versions of a leaf usually differ in one entry, so the common prefix
-// and suffix of bitwise-identical entries are skipped first with a few
-// memory compares (an entry whose bits did not change did not change),
-// instead of comparing every entry and calling equal on its value.
-func (d *oldMapDiff[K, V]) entries(x, y []mapEntry[K, V]) bool {
-	p := samePrefix(x, y)
-	x, y = x[p:], y[p:]
-	q := sameSuffix(x, y)
-	x, y = x[:len(x)-q], y[:len(y)-q]
-	i, j := 0, 0
-	for i < len(x) || j < len(y) {
-		switch {
-		case j == len(y) || (i < len(x) && x[i].hash < y[j].hash):
-			if !d.emit(Change[K, V]{Kind: Removed, Key: x[i].key, Old: x[i].val}) {
-				return false
+	for _, hash := range []func(int) uint64{hashInt, hashSkewed} {
+		for _, writes := range []int{1, 100, 3_000, n / 2} {
+			r := rand.New(rand.NewPCG(uint64(writes), 1))
+			m := NewMap(NewOwner(), hash, Equal[int])
+			model := map[int]int{}
+			for i := range n {
+				m.Set(i, i)
+				model[i] = i
 			}
-			i++
-		case i == len(x) || y[j].hash < x[i].hash:
-			if !d.emit(Change[K, V]{Kind: Added, Key: y[j].key, New: y[j].val}) {
-				return false
-			}
-			j++
-		default:
-			h := x[i].hash
-			ie, je := i, j
-			for ie < len(x) && x[ie].hash == h {
-				ie++
-			}
-			for je < len(y) && y[je].hash == h {
-				je++
-			}
-			if !d.run(x[i:ie], y[j:je]) {
-				return false
-			}
-			i, j = ie, je
-		}
-	}
-	return true
-}
-
-// run diffs entries that share one hash: almost always one on each side.
-func (d *oldMapDiff[K, V]) run(x, y []mapEntry[K, V]) bool {
-	if len(x) == 1 && len(y) == 1 && x[0].key == y[0].key {
-		if d.equal(x[0].val, y[0].val) {
-			return true
-		}
-		return d.emit(Change[K, V]{Kind: Changed, Key: x[0].key, Old: x[0].val, New: y[0].val})
-	}
-	for _, ex := range x {
-		c := Change[K, V]{Kind: Removed, Key: ex.key, Old: ex.val}
-		for _, ey := range y {
-			if ey.key == ex.key {
-				if d.equal(ex.val, ey.val) {
-					c.Kind = 0
-				} else {
-					c = Change[K, V]{Kind: Changed, Key: ex.key, Old: ex.val, New: ey.val}
+			a := m.Snapshot()
+			modelA := maps.Clone(model)
+			for range writes {
+				k := r.IntN(2 * n)
+				switch r.IntN(4) {
+				case 0:
+					m.Delete(k)
+					delete(model, k)
+				default:
+					v := r.IntN(3)
+					m.Set(k, v)
+					model[k] = v
 				}
-				break
 			}
-		}
-		if c.Kind != 0 && !d.emit(c) {
-			return false
-		}
-	}
-	for _, ey := range y {
-		found := false
-		for _, ex := range x {
-			if ex.key == ey.key {
-				found = true
-				break
+			b := m.Snapshot()
+			want := wantChanges(modelA, model, hash)
+
+			var got []Change[int, int]
+			d := mapDiff[int, int]{equal: Equal[int], yield: func(c Change[int, int]) bool { got = append(got, c); return true }, check: func() {}}
+			d.slots(&a.root, &b.root, 0)
+			if !slices.Equal(got, want) {
+				t.Fatalf("writes=%d: %d changes, want %d (or not in the same order)", writes, len(got), len(want))
 			}
-		}
-		if !found && !d.emit(Change[K, V]{Kind: Added, Key: ey.key, New: ey.val}) {
-			return false
-		}
-	}
-	return true
-}
+			if want := pairsDiffering(&a.root, &b.root); d.visited != want {
+				t.Fatalf("writes=%d: visited %d node pairs, want %d", writes, d.visited, want)
+			}
 
-
-func abKeys(n int) []int64 {
-	r := rand.New(rand.NewPCG(uint64(n), 42))
-	seen := make(map[int64]struct{}, n)
-	keys := make([]int64, 0, n)
-	for len(keys) < n {
-		k := r.Int64()
-		if _, dup := seen[k]; !dup {
-			seen[k] = struct{}{}
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
-func abHash(k int64) uint64 {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(k))
-	return xxhash.Sum64(b[:])
-}
-
-func BenchmarkABDiff(b *testing.B) {
-	for _, size := range []int{100_000, 10_000_000} {
-		keys := abKeys(size)
-		m := NewMap(NewOwner(), abHash, Equal[int64])
-		for i, k := range keys {
-			m.Set(k, int64(i))
-		}
-		old := m.Snapshot()
-		for i := range 800 {
-			m.Set(keys[i], -1-int64(i))
-		}
-		for i := 800; i < 900; i++ {
-			m.Delete(keys[i])
-		}
-		r := rand.New(rand.NewPCG(7, 7))
-		for range 100 {
-			m.Set(r.Int64(), 7)
-		}
-		cur := m.Snapshot()
-		for rep := range 3 {
-			b.Run(fmt.Sprintf("size=%d/impl=old/rep=%d", size, rep), func(b *testing.B) {
-				for b.Loop() {
-					n := 0
-					d := oldMapDiff[int64, int64]{equal: Equal[int64], yield: func(Change[int64, int64]) bool { n++; return true }, check: func() {}}
-					d.slots(&old.root, &cur.root, 0)
-					if n != 1000 {
-						b.Fatal(n)
+			// Stopping early yields a prefix.
+			for _, stop := range []int{1, len(want) / 3, len(want) - 1} {
+				if stop < 1 {
+					continue
+				}
+				got = got[:0]
+				for c := range DiffMaps(a, b) {
+					got = append(got, c)
+					if len(got) == stop {
+						break
 					}
 				}
-			})
-			b.Run(fmt.Sprintf("size=%d/impl=new/rep=%d", size, rep), func(b *testing.B) {
-				for b.Loop() {
-					n := 0
-					for range DiffMaps(old, cur) {
-						n++
-					}
-					if n != 1000 {
-						b.Fatal(n)
-					}
+				if !slices.Equal(got, want[:stop]) {
+					t.Fatalf("writes=%d: stopping after %d changes yielded %d, not a prefix", writes, stop, len(got))
 				}
-			})
+			}
+			a.Release()
+			b.Release()
 		}
+	}
+}
+
+// TestMap_DiffReleasedDuring releases a snapshot while its diff runs: the
+// diff panics instead of reading on.
+func TestMap_DiffReleasedDuring(t *testing.T) {
+	m := newIntMap(hashInt)
+	for i := range 20_000 {
+		m.Set(i, i)
+	}
+	a := m.Snapshot()
+	for i := range 2_000 {
+		m.Set(i*7, -i)
+	}
+	b := m.Snapshot()
+	defer b.Release()
+	seen := 0
+	defer func() {
+		if recover() == nil {
+			t.Fatalf("diff went on after its snapshot was released (%d changes)", seen)
+		}
+	}()
+	for range DiffMaps(a, b) {
+		seen++
+		a.Release()
 	}
 }
