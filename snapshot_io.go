@@ -130,10 +130,7 @@ func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
 			return fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs", snapshot.ErrMismatch, t.Name, t.Codecs)
 		}
 	}
-	if err := r.Restore(ctx, sink{b}, b.KeyGroups()); err != nil {
-		return err
-	}
-	return b.table.FinishRestore()
+	return r.Restore(ctx, sink{b}, b.KeyGroups())
 }
 
 // sink adapts a Backend to snapshot.Sink.

@@ -457,34 +457,3 @@ func TestMap_Scan(t *testing.T) {
 		}
 	})
 }
-
-func TestMap_LoadSorted(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		src := newIntMap(hashInt)
-		for _, k := range rapid.SliceOfN(rapid.IntRange(0, 3000), 0, 500).Draw(t, "keys") {
-			src.Set(k, -k)
-		}
-		s := src.Snapshot()
-		defer s.Release()
-		dst := NewMap(src.Owner(), hashInt, Equal[int])
-		var ents []HashedEntry[int, int]
-		s.Scan(0, ^uint64(0), func(h uint64, k, v int) bool {
-			ents = append(ents, HashedEntry[int, int]{h, k, v})
-			return true
-		})
-		err := dst.LoadSorted(ents)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := dst.Check(); err != nil {
-			t.Fatal(err)
-		}
-		if shape(&dst.root) != shape(&s.root) || !maps.Equal(mapContents(t, dst.All()), mapContents(t, s.All())) {
-			t.Fatal("loaded map differs from its source")
-		}
-		dst.Set(1, 1) // writable afterwards
-		if err := dst.LoadSorted([]HashedEntry[int, int]{{1, 1, 1}}); err == nil {
-			t.Fatal("LoadSorted into a non-empty map succeeded")
-		}
-	})
-}

@@ -27,7 +27,6 @@ type cells[K, N, C any] struct {
 	nillable bool   // N can be nil: check namespaces
 	buf      []byte // scratch for composite keys; writer goroutine only
 	cell     cellCodec[C]
-	pending  []cow.HashedEntry[string, C] // restored entries waiting for finishRestore
 }
 
 func newCells[K, N, C any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], equal func(a, b C) bool) *cells[K, N, C] {

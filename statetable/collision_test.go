@@ -54,9 +54,6 @@ func TestExport_CollidingEntriesCanonical(t *testing.T) {
 				return true
 			})
 		}
-		if err := tb2.FinishRestore(); err != nil {
-			t.Fatal(err)
-		}
 		for i, ns := range nss {
 			if got, _ := v2.Get("key", ns); got != int64(i) {
 				t.Fatalf("restored %s = %d, want %d", ns, got, i)

@@ -124,10 +124,8 @@ type registered interface {
 	// scan yields the entries of a view with entry hash in [lo, hi], in
 	// canonical order, encoded (see KeyGroupEntries).
 	scan(view any, lo, hi uint64, yield func(key, cell []byte) bool)
-	// restore decodes one entry and stores (or buffers) it.
+	// restore decodes one entry and stores it.
 	restore(ck string, cell []byte) error
-	// finishRestore stores the buffered entries.
-	finishRestore() error
 }
 
 // register records a new state, or returns the one already registered under
