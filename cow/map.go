@@ -171,6 +171,7 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 // writer owns it.
 func (b *mapBranch[K, V]) setKid(i int, kid mapSlot[K, V], fresh bool) {
 	b.kids[i] = kid
+	b.dirty |= 1 << i
 	if fresh && kid.isLeaf() {
 		b.owned |= 1 << i
 	} else {
@@ -253,6 +254,7 @@ func (m *Map[K, V]) ownBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 	c := *b
 	c.epoch = m.owner.epoch
 	c.owned = 0 // the copy shares every leaf until it writes it
+	c.dirty, c.id, c.origin = 0, branchIDs.Add(1), b.id
 	return &c
 }
 

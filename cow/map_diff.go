@@ -2,6 +2,7 @@ package cow
 
 import (
 	"iter"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -168,7 +169,7 @@ func (d *mapDiff[K, V]) walk(bufs *diffBufs, items []diffPair, level int) bool {
 		} else {
 			d.visited++
 			ba, bb := slotOf[K, V](&p.a).branch(), slotOf[K, V](&p.b).branch()
-			for k := range ba.kids {
+			for k := range candidates(ba, bb) {
 				if !ba.kids[k].same(&bb.kids[k]) {
 					next = append(next, diffPair{rawSlot(&ba.kids[k]), rawSlot(&bb.kids[k])})
 				}
@@ -206,6 +207,26 @@ func (d *mapDiff[K, V]) leaves(items []diffPair) bool {
 	return true
 }
 
+// candidates yields, in order, the slots of two branches at one place that
+// may differ: when one is a copy of the other, only the slots written since
+// the copy (reading two or three cache lines instead of eighteen); else all.
+func candidates[K comparable, V any](a, b *mapBranch[K, V]) func(func(int) bool) {
+	mask := ^uint32(0)
+	switch {
+	case b.origin == a.id:
+		mask = b.dirty
+	case a.origin == b.id:
+		mask = a.dirty
+	}
+	return func(yield func(int) bool) {
+		for m := mask; m != 0; m &= m - 1 {
+			if !yield(bits.TrailingZeros32(m)) {
+				return
+			}
+		}
+	}
+}
+
 // touchSink keeps the loads of the touches from being optimized away.
 var touchSink uint64
 
@@ -216,10 +237,13 @@ func keep(sink uint64) {
 	}
 }
 
-// touchBranch loads a word of every cache line of the branch at p and
-// returns their sum.
+// touchBranch loads the first cache line of the branch at p and returns a
+// word of it.
 func touchBranch[K comparable, V any](p uintptr) uint64 {
-	return touchLines(p, unsafe.Sizeof(mapBranch[K, V]{}))
+	// The header line only: it says which slots to read (see candidates),
+	// and a pair whose slots must all be compared is read in order, which
+	// the hardware prefetches.
+	return touchLines(p, 64)
 }
 
 // touchLeaf loads a word of every cache line of the entries of the leaf s

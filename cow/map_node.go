@@ -3,6 +3,7 @@ package cow
 import (
 	"math"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -63,12 +64,25 @@ const branchMark = -1
 
 // mapBranch is an interior node: one slot per value of the next mapBits hash
 // bits, and the number of entries below it.
+//
+// id is unique among all branches of the process; a branch made by copying
+// another records the original's id in origin and marks in dirty every slot
+// written since the copy. The original is never written again (the live
+// tree reaches the copy instead), so a diff of the original against the copy
+// compares only the dirty slots.
 type mapBranch[K comparable, V any] struct {
-	epoch uint64
-	count int
-	owned uint32 // leaves allocated under this branch object (see mapSlot)
-	kids  [mapFanout]mapSlot[K, V]
+	epoch  uint64
+	count  int
+	owned  uint32 // leaves allocated under this branch object (see mapSlot)
+	dirty  uint32 // slots written since this branch was copied from origin
+	id     uint64
+	origin uint64 // id of the branch this one is a copy of; 0 if none
+	kids   [mapFanout]mapSlot[K, V]
 }
+
+// branchIDs numbers branches; ids must be unique across maps, since
+// unrelated maps may be diffed.
+var branchIDs atomic.Uint64
 
 func branchSlot[K comparable, V any](b *mapBranch[K, V]) mapSlot[K, V] {
 	return mapSlot[K, V]{p: unsafe.Pointer(b), n: branchMark}
@@ -221,7 +235,7 @@ func buildSlot[K comparable, V any](ents []mapEntry[K, V], depth int, epoch uint
 	if len(ents) <= mapLeafMax || depth >= mapDepths {
 		return leafSlot(slices.Clone(ents))
 	}
-	b := &mapBranch[K, V]{epoch: epoch, count: len(ents)}
+	b := &mapBranch[K, V]{epoch: epoch, count: len(ents), id: branchIDs.Add(1)}
 	// Entries sorted by hash are grouped by slot: each kid is one run.
 	for i := 0; i < len(ents); {
 		s := slotAt(ents[i].hash, depth)
