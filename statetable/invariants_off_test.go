@@ -1,0 +1,6 @@
+//go:build !invariants
+
+package statetable
+
+// underInvariants: see invariants_on_test.go.
+const underInvariants = false
