@@ -134,29 +134,40 @@ func widthOf[T signed | unsigned]() int {
 	return 8
 }
 
-type signedCodec[T signed] struct{ w int }
-
-func (c signedCodec[T]) ID() string { return fmt.Sprintf("int%d/be-signflip", 8*c.w) }
-func (c signedCodec[T]) Append(dst []byte, v T) []byte {
-	w := c.w
-	u := uint64(int64(v)) ^ 1<<(8*w-1)
+// appendBE appends the low w bytes of u, big-endian.
+func appendBE(dst []byte, u uint64, w int) []byte {
 	for i := w - 1; i >= 0; i-- {
 		dst = append(dst, byte(u>>(8*i)))
 	}
 	return dst
 }
-func (c signedCodec[T]) Decode(src []byte) (T, error) {
-	w := c.w
+
+// readBE reads exactly w big-endian bytes; kind ("int" or "uint") names the
+// type in the error.
+func readBE(src []byte, w int, kind string) (uint64, error) {
 	if len(src) != w {
-		return 0, fmt.Errorf("%w int%d: got %d bytes; want %d", ErrDecode, 8*w, len(src), w)
+		return 0, fmt.Errorf("%w %s%d: got %d bytes; want %d", ErrDecode, kind, 8*w, len(src), w)
 	}
 	var u uint64
 	for _, b := range src {
 		u = u<<8 | uint64(b)
 	}
-	u ^= 1 << (8*w - 1)
-	// Sign-extend from w bytes.
-	shift := 64 - 8*w
+	return u, nil
+}
+
+type signedCodec[T signed] struct{ w int }
+
+func (c signedCodec[T]) ID() string { return fmt.Sprintf("int%d/be-signflip", 8*c.w) }
+func (c signedCodec[T]) Append(dst []byte, v T) []byte {
+	return appendBE(dst, uint64(int64(v))^1<<(8*c.w-1), c.w)
+}
+func (c signedCodec[T]) Decode(src []byte) (T, error) {
+	u, err := readBE(src, c.w, "int")
+	if err != nil {
+		return 0, err
+	}
+	u ^= 1 << (8*c.w - 1)
+	shift := 64 - 8*c.w // sign-extend from w bytes
 	return T(int64(u<<shift) >> shift), nil
 }
 
@@ -164,23 +175,11 @@ type unsignedCodec[T unsigned] struct{ w int }
 
 func (c unsignedCodec[T]) ID() string { return fmt.Sprintf("uint%d/be", 8*c.w) }
 func (c unsignedCodec[T]) Append(dst []byte, v T) []byte {
-	w := c.w
-	u := uint64(v)
-	for i := w - 1; i >= 0; i-- {
-		dst = append(dst, byte(u>>(8*i)))
-	}
-	return dst
+	return appendBE(dst, uint64(v), c.w)
 }
 func (c unsignedCodec[T]) Decode(src []byte) (T, error) {
-	w := c.w
-	if len(src) != w {
-		return 0, fmt.Errorf("%w uint%d: got %d bytes; want %d", ErrDecode, 8*w, len(src), w)
-	}
-	var u uint64
-	for _, b := range src {
-		u = u<<8 | uint64(b)
-	}
-	return T(u), nil
+	u, err := readBE(src, c.w, "uint")
+	return T(u), err
 }
 
 // VoidNamespace is the namespace of state that is not windowed: it has one
