@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/cowstate/cowstate/snapshot"
@@ -403,5 +401,3 @@ func FuzzSnapshotRestore(f *testing.F) {
 	})
 }
 
-var _ = maps.Clone[map[int]int]
-var _ sync.Mutex
