@@ -400,4 +400,3 @@ func FuzzSnapshotRestore(f *testing.F) {
 		newJob(t, 16, nil).b.Restore(context.Background(), r) // must not panic
 	})
 }
-
