@@ -115,8 +115,8 @@ func (i StateInfo) equal(o StateInfo) bool {
 // registered is what the table knows of every state, whatever its types.
 type registered interface {
 	info() StateInfo
-	// entries returns the number of (key, namespace) entries.
-	entries() int
+	// Count returns the number of (key, namespace) entries.
+	Count() int
 	// handle returns the typed state (to hand back on re-registration).
 	handle() any
 	// view returns the state's storage as frozen by a capture.
@@ -172,5 +172,5 @@ func (t *Table) Entries(name string) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("%w %q", ErrUnknownState, name)
 	}
-	return r.entries(), nil
+	return r.Count(), nil
 }
