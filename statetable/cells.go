@@ -35,7 +35,6 @@ func newCells[K, N, C any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], e
 	return c
 }
 
-
 // locate encodes (key, ns) into the scratch buffer and returns the entry
 // hash and the composite key, which aliases the buffer: valid until the
 // next locate, and copied (keep) before the map stores it.
