@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/cowstate/cowstate/internal/wire"
 	"io"
 
 	"github.com/cespare/xxhash/v2"
@@ -90,14 +91,14 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	if binary.BigEndian.Uint64(foot[16:]) != xxhash.Sum64(ib) {
 		return nil, fmt.Errorf("%w: index checksum at offset %d does not match", ErrCorrupt, size-16)
 	}
-	d := decoder{b: ib, base: indexOff, what: "index"}
-	n := d.count(len(ib) + 1)
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: ib, Base: indexOff, What: "index"}
+	n := d.Count(len(ib) + 1)
 	idx := make([]indexEntry, 0, n)
 	next, prevGroup := headerEnd, meta.KeyGroups.First-1
 	for range n {
-		e := indexEntry{group: d.count(meta.MaxParallelism), off: int64(d.uvarint()), length: int64(d.uvarint()), sum: d.u64()}
-		if d.err != nil {
-			return nil, d.err
+		e := indexEntry{group: d.Count(meta.MaxParallelism), off: int64(d.Uvarint()), length: int64(d.Uvarint()), sum: d.U64()}
+		if d.Err != nil {
+			return nil, d.Err
 		}
 		if e.group <= prevGroup || e.group > meta.KeyGroups.Last || e.off != next || e.length < 1 || e.length > indexOff-e.off {
 			return nil, fmt.Errorf("%w: index entry for key group %d (section at %d, %d bytes) out of order or out of bounds", ErrCorrupt, e.group, e.off, e.length)
@@ -105,11 +106,11 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 		prevGroup, next = e.group, e.off+e.length
 		idx = append(idx, e)
 	}
-	if d.err == nil && d.left() != 0 {
-		d.fail("%d bytes left over", d.left())
+	if d.Err == nil && d.Left() != 0 {
+		d.Fail("%d bytes left over", d.Left())
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	if next != indexOff {
 		return nil, fmt.Errorf("%w: sections end at %d, index starts at %d", ErrCorrupt, next, indexOff)
@@ -169,55 +170,55 @@ func (r *Reader) Restore(ctx context.Context, sink Sink, kgs statetable.KeyGroup
 }
 
 func (r *Reader) section(sink Sink, e indexEntry, b []byte) error {
-	d := decoder{b: b, base: e.off, what: fmt.Sprintf("key group %d section", e.group)}
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.off, What: fmt.Sprintf("key group %d section", e.group)}
 	for {
-		switch tag := d.byte(); {
-		case d.err != nil:
-			return d.err
+		switch tag := d.Byte(); {
+		case d.Err != nil:
+			return d.Err
 		case tag == tagEnd:
-			if d.left() != 0 {
-				d.fail("%d bytes after the end tag", d.left())
+			if d.Left() != 0 {
+				d.Fail("%d bytes after the end tag", d.Left())
 			}
-			return d.err
+			return d.Err
 		case tag == tagState:
-			i := d.count(len(r.meta.States))
-			n := d.count(d.left()/2 + 1)
-			if d.err != nil {
-				return d.err
+			i := d.Count(len(r.meta.States))
+			n := d.Count(d.Left()/2 + 1)
+			if d.Err != nil {
+				return d.Err
 			}
 			name := r.meta.States[i].Name
 			for range n {
-				key, cell := d.bytes(), d.bytes()
-				if d.err != nil {
-					return d.err
+				key, cell := d.Bytes(), d.Bytes()
+				if d.Err != nil {
+					return d.Err
 				}
 				if err := sink.RestoreEntry(name, key, cell); err != nil {
 					return fmt.Errorf("key group %d section at offset %d: %w", e.group, e.off, err)
 				}
 			}
 		case tag == tagTimers:
-			j := d.count(len(r.meta.Timers))
-			dom := Domain(d.byte())
+			j := d.Count(len(r.meta.Timers))
+			dom := Domain(d.Byte())
 			if dom > ProcessingTime {
-				d.fail("time domain %d", dom)
+				d.Fail("time domain %d", dom)
 			}
-			n := d.count(d.left()/3 + 1)
-			if d.err != nil {
-				return d.err
+			n := d.Count(d.Left()/3 + 1)
+			if d.Err != nil {
+				return d.Err
 			}
 			name := r.meta.Timers[j].Name
 			for range n {
-				ts := d.varint()
-				key, ns := d.string(), d.string()
-				if d.err != nil {
-					return d.err
+				ts := d.Varint()
+				key, ns := d.String(), d.String()
+				if d.Err != nil {
+					return d.Err
 				}
 				if err := sink.RestoreTimer(name, dom, e.group, ts, key, ns); err != nil {
 					return fmt.Errorf("key group %d section at offset %d: %w", e.group, e.off, err)
 				}
 			}
 		default:
-			d.fail("unknown tag %d", tag)
+			d.Fail("unknown tag %d", tag)
 		}
 	}
 }

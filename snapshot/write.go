@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/cowstate/cowstate/internal/wire"
 	"io"
 	"sync/atomic"
 
@@ -110,8 +111,8 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 				t := &gs[len(gs)-1]
 				t.n++
 				t.buf = binary.AppendVarint(t.buf, at)
-				t.buf = appendString(t.buf, key)
-				t.buf = appendString(t.buf, ns)
+				t.buf = wire.AppendString(t.buf, key)
+				t.buf = wire.AppendString(t.buf, ns)
 				timers[g] = gs
 				return true
 			})
@@ -132,8 +133,8 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 			entries = entries[:0]
 			n := 0
 			err := src.StateEntries(s.Name, g, func(key, cell []byte) bool {
-				entries = appendBytes(entries, key)
-				entries = appendBytes(entries, cell)
+				entries = wire.AppendBytes(entries, key)
+				entries = wire.AppendBytes(entries, cell)
 				n++
 				return true
 			})

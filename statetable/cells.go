@@ -27,6 +27,7 @@ type cells[K, N, C any] struct {
 	nillable bool   // N can be nil: check namespaces
 	buf      []byte // scratch for composite keys; writer goroutine only
 	cell     cellCodec[C]
+	parts    *cellParts[C] // list and map states only
 }
 
 func newCells[K, N, C any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], equal func(a, b C) bool) *cells[K, N, C] {

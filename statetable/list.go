@@ -97,6 +97,7 @@ func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Co
 			}
 			return s.appendTo(list[E]{}, es), nil
 		}}
+		s.parts = &cellParts[list[E]]{diff: s.diffParts(ec), apply: s.applyParts(ec), empty: func(l list[E]) bool { return l.Len() == 0 }}
 		return s
 	})
 }
@@ -234,4 +235,70 @@ func (s *ListState[K, N, E]) MergeNamespaces(key K, target N, sources ...N) erro
 		return nil
 	}
 	return s.put(key, target, acc)
+}
+
+// diffParts returns the part diff of two list cells: the positions that
+// differ, when both lists are trees and the patch stays small; short lists
+// (plain slices) are written whole.
+func (s *ListState[K, N, E]) diffParts(ec Codec[E]) func(old, new list[E]) ([]Part, bool) {
+	return func(old, new list[E]) ([]Part, bool) {
+		if old.small != nil || new.small != nil {
+			return nil, false
+		}
+		limit := max(new.Len()/patchMaxShare, 1)
+		var parts []Part
+		for ch := range s.cursor.DiffRoots(old.tree, new.tree) {
+			if len(parts) == limit {
+				return nil, false
+			}
+			p := Part{Key: appendPosition(nil, ch.Key)}
+			if ch.Kind == cow.Removed {
+				p.Deleted = true
+			} else {
+				p.Value = ec.Append(nil, ch.New)
+			}
+			parts = append(parts, p)
+		}
+		return parts, true
+	}
+}
+
+// applyParts returns the list old with parts applied; the result must be a
+// list of consecutive positions from 0, else the parts were not made for
+// old (an error wrapping ErrDecode).
+func (s *ListState[K, N, E]) applyParts(ec Codec[E]) func(old list[E], parts []Part) (list[E], error) {
+	return func(old list[E], parts []Part) (list[E], error) {
+		defer s.cursor.SetRoot(cow.TreeRoot[uint64, E]{}) // the cursor never keeps a root alive
+		if old.small != nil {
+			s.cursor.SetRoot(cow.TreeRoot[uint64, E]{})
+			for i, e := range *old.small {
+				s.cursor.Set(uint64(i), e)
+			}
+		} else {
+			s.cursor.SetRoot(old.tree)
+		}
+		for _, p := range parts {
+			pos, n := binary.Uvarint(p.Key)
+			if n <= 0 || n != len(p.Key) {
+				return list[E]{}, fmt.Errorf("%w: list patch: bad position of %d bytes", ErrDecode, len(p.Key))
+			}
+			if p.Deleted {
+				s.cursor.Delete(pos)
+				continue
+			}
+			e, err := ec.Decode(p.Value)
+			if err != nil {
+				return list[E]{}, fmt.Errorf("list patch: element %d: %w", pos, err)
+			}
+			s.cursor.Set(pos, e)
+		}
+		if n := s.cursor.Len(); n > 0 {
+			first, _, _ := s.cursor.Min()
+			last, _, _ := s.cursor.Max()
+			if first != 0 || last != uint64(n-1) {
+				return list[E]{}, fmt.Errorf("%w: list patch leaves positions %d..%d for %d elements", ErrDecode, first, last, n)
+			}
+		}
+		return list[E]{tree: s.cursor.Root()}, nil
+	}
 }

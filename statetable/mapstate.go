@@ -102,6 +102,7 @@ func NewMapState[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[
 			}
 			return s.cursor.Root(), nil
 		}}
+		s.parts = &cellParts[userMap[UK, UV]]{diff: s.diffParts(uvc), apply: s.applyParts(uvc), empty: func(m userMap[UK, UV]) bool { return m.Len() == 0 }}
 		return s
 	})
 }
@@ -228,4 +229,51 @@ func (s *MapState[K, N, UK, UV]) IterateAt(snap *Snapshot, key K, ns N) (iter.Se
 			}
 		}
 	}, nil
+}
+
+// diffParts returns the part diff of two map cells: the user keys put or
+// removed, while the patch stays small.
+func (s *MapState[K, N, UK, UV]) diffParts(uvc Codec[UV]) func(old, new userMap[UK, UV]) ([]Part, bool) {
+	return func(old, new userMap[UK, UV]) ([]Part, bool) {
+		limit := max(new.Len()/patchMaxShare, 1)
+		var parts []Part
+		for ch := range s.cursor.DiffRoots(old, new) {
+			if len(parts) == limit {
+				return nil, false
+			}
+			p := Part{Key: []byte(ch.Key)}
+			if ch.Kind == cow.Removed {
+				p.Deleted = true
+			} else {
+				p.Value = uvc.Append(nil, ch.New.v)
+			}
+			parts = append(parts, p)
+		}
+		return parts, true
+	}
+}
+
+// applyParts returns the map old with parts applied.
+func (s *MapState[K, N, UK, UV]) applyParts(uvc Codec[UV]) func(old userMap[UK, UV], parts []Part) (userMap[UK, UV], error) {
+	return func(old userMap[UK, UV], parts []Part) (userMap[UK, UV], error) {
+		s.cursor.SetRoot(old)
+		defer s.cursor.SetRoot(userMap[UK, UV]{}) // the cursor never keeps a root alive
+		for _, p := range parts {
+			h := xxhash.Sum64(p.Key)
+			if p.Deleted {
+				s.cursor.DeleteHashed(h, string(p.Key))
+				continue
+			}
+			uk, err := s.ukc.Decode(p.Key)
+			if err != nil {
+				return userMap[UK, UV]{}, fmt.Errorf("map patch: user key: %w", err)
+			}
+			uv, err := uvc.Decode(p.Value)
+			if err != nil {
+				return userMap[UK, UV]{}, fmt.Errorf("map patch: user value: %w", err)
+			}
+			s.cursor.SetHashed(h, string(p.Key), userEntry[UK, UV]{uk, uv}, nil)
+		}
+		return s.cursor.Root(), nil
+	}
 }

@@ -126,6 +126,11 @@ type registered interface {
 	scan(view any, lo, hi uint64, yield func(key, cell []byte) bool)
 	// restore decodes one entry and stores it.
 	restore(ck string, cell []byte) error
+	// diff yields the changes between two views (prev nil: empty).
+	diff(prev, next any, yield func(EntryChange) bool)
+	// delete removes one entry; patch applies an OpPatch change.
+	delete(ck string) error
+	patch(ck string, parts []Part) error
 }
 
 // register records a new state, or returns the one already registered under

@@ -1,0 +1,221 @@
+package statetable
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"github.com/cowstate/cowstate/cow"
+)
+
+// This file is the state table's side of incremental checkpoints: what
+// changed between two snapshots of a table, entry by entry, and the writes
+// that replay it.
+
+// ChangeOp says how one entry of a state differs between two versions.
+type ChangeOp uint8
+
+const (
+	// OpPut: the entry is new or its cell was replaced; Cell is its whole
+	// encoding (as KeyGroupEntries gives it).
+	OpPut ChangeOp = iota + 1
+	// OpDelete: the entry is gone.
+	OpDelete
+	// OpPatch: the cell of a list or map state changed in some of its
+	// parts, listed in Parts; the rest of the cell is as before.
+	OpPatch
+)
+
+// String returns "put", "delete" or "patch".
+func (o ChangeOp) String() string {
+	switch o {
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	case OpPatch:
+		return "patch"
+	}
+	return fmt.Sprintf("ChangeOp(%d)", uint8(o))
+}
+
+// EntryChange is one entry of a state that differs between two versions.
+// The receiver owns every slice.
+type EntryChange struct {
+	Op    ChangeOp
+	Group int    // key group of the entry
+	Key   []byte // composite key (see KeyGroupEntries)
+	Cell  []byte // OpPut: the new cell's encoding
+	Parts []Part // OpPatch: the parts that changed, in the structure's order
+}
+
+// Part is one changed part of a list or map cell: for a map state, Key is
+// the encoded user key and Value the encoded user value; for a list state,
+// Key is the element's position (uvarint) and Value the encoded element.
+// Deleted parts have no Value.
+type Part struct {
+	Key     []byte
+	Value   []byte
+	Deleted bool
+}
+
+// patchMaxShare bounds a patch: a changed cell whose patch would hold more
+// parts than this share of the new cell's parts is written whole instead
+// (a replaced list or map is a put, not a patch of every element).
+const patchMaxShare = 2
+
+// DiffState yields the entries of the named state that differ between prev
+// and next, two snapshots of the same table (prev older; both live for the
+// whole call), in entry-hash order, so key group by key group. A state
+// registered after prev was taken diffs against an empty state.
+//
+// Cost: a structural diff of the state's map (see cow.DiffMaps), plus, for
+// each changed list or map cell, a structural diff of the two cells: the
+// cost follows the changes, not the size of the state or of the cells.
+// Any goroutine.
+func DiffState(prev, next *Snapshot, name string, yield func(EntryChange) bool) error {
+	r, ok := next.regs[name]
+	if !ok {
+		return fmt.Errorf("%w %q in the newer snapshot", ErrUnknownState, name)
+	}
+	if prev.capture.Owner() != next.capture.Owner() {
+		return fmt.Errorf("%w: diff of snapshots of two tables", ErrConfig)
+	}
+	if prev.capture.Epoch() > next.capture.Epoch() {
+		return fmt.Errorf("%w: diff from version %d back to %d", ErrConfig, prev.capture.Epoch(), next.capture.Epoch())
+	}
+	pv, ok := prev.views[name]
+	if ok && !prev.infos[indexOfState(prev.infos, name)].equal(r.info()) {
+		return fmt.Errorf("%w: state %q changed between the snapshots", ErrStateMismatch, name)
+	}
+	if !ok {
+		pv = nil
+	}
+	r.diff(pv, next.views[name], yield)
+	return nil
+}
+
+func indexOfState(infos []StateInfo, name string) int {
+	for i, in := range infos {
+		if in.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// DeleteEntry removes one entry, by composite key, from the named state (a
+// no-op if absent). Writer goroutine only.
+func (t *Table) DeleteEntry(name string, key []byte) error {
+	r, ok := t.states[name]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	return r.delete(string(key))
+}
+
+// PatchEntry applies the parts of an OpPatch change to one entry of the
+// named list or map state. A patch of an entry that is absent, or of a
+// state of another kind, or parts that do not decode, are errors wrapping
+// ErrDecode. Writer goroutine only.
+func (t *Table) PatchEntry(name string, key []byte, parts []Part) error {
+	r, ok := t.states[name]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	return r.patch(string(key), parts)
+}
+
+// cellParts is what list and map states add to cells for diffs: the
+// changed parts of two versions of a cell, and a cell with parts applied.
+type cellParts[C any] struct {
+	diff  func(old, new C) ([]Part, bool) // false: write the cell whole
+	apply func(old C, parts []Part) (C, error)
+	empty func(C) bool
+}
+
+// diff implements DiffState for one state; prevView is nil if the state is
+// not in the older snapshot.
+func (c *cells[K, N, C]) diff(prevView, nextView any, yield func(EntryChange) bool) {
+	next := nextView.(*cow.MapSnapshot[string, C])
+	var changes func(func(cow.Change[string, C]) bool)
+	if prevView == nil {
+		changes = func(yield func(cow.Change[string, C]) bool) {
+			for ck, cell := range next.All() {
+				if !yield(cow.Change[string, C]{Kind: cow.Added, Key: ck, New: cell}) {
+					return
+				}
+			}
+		}
+	} else {
+		changes = cow.DiffMaps(prevView.(*cow.MapSnapshot[string, C]), next)
+	}
+	for ch := range changes {
+		ec := EntryChange{Key: []byte(ch.Key), Group: c.groupOf(ch.Key)}
+		switch ch.Kind {
+		case cow.Removed:
+			ec.Op = OpDelete
+		case cow.Changed:
+			if c.parts != nil {
+				if parts, ok := c.parts.diff(ch.Old, ch.New); ok {
+					ec.Op, ec.Parts = OpPatch, parts
+					break
+				}
+			}
+			fallthrough
+		default:
+			ec.Op, ec.Cell = OpPut, c.cell.enc(nil, ch.New)
+		}
+		if !yield(ec) {
+			return
+		}
+	}
+}
+
+// groupOf returns the key group of a stored composite key.
+func (c *cells[K, N, C]) groupOf(ck string) int {
+	kb, _, _ := splitComposite(ck) // stored keys are well formed
+	return KeyGroupOf(HashKey(unsafe.Slice(unsafe.StringData(kb), len(kb))), c.t.maxPar)
+}
+
+// delete implements DeleteEntry.
+func (c *cells[K, N, C]) delete(ck string) error {
+	if _, _, err := splitComposite(ck); err != nil {
+		return fmt.Errorf("state %q: %w", c.info.Name, err)
+	}
+	c.m.DeleteHashed(compositeHash(ck), ck)
+	return nil
+}
+
+// patch implements PatchEntry.
+func (c *cells[K, N, C]) patch(ck string, parts []Part) error {
+	if c.parts == nil {
+		return fmt.Errorf("%w: state %q: a %v state has no parts to patch", ErrDecode, c.info.Name, c.info.Kind)
+	}
+	if _, _, err := splitComposite(ck); err != nil {
+		return fmt.Errorf("state %q: %w", c.info.Name, err)
+	}
+	h := compositeHash(ck)
+	old, ok := c.m.GetHashed(h, ck)
+	if !ok {
+		return fmt.Errorf("%w: state %q: patch of an absent entry", ErrDecode, c.info.Name)
+	}
+	// Pin the current version: a patch that fails half way then leaves
+	// copies behind, never a half-patched cell.
+	pin := c.t.owner.Capture()
+	cell, err := c.parts.apply(old, parts)
+	pin.Release()
+	if err != nil {
+		return fmt.Errorf("state %q: %w", c.info.Name, err)
+	}
+	if c.parts.empty(cell) {
+		c.m.DeleteHashed(h, ck)
+		return nil
+	}
+	c.m.SetHashed(h, ck, cell, strings.Clone)
+	return nil
+}
+
+// appendPosition encodes a list position as a part key.
+func appendPosition(dst []byte, pos uint64) []byte { return binary.AppendUvarint(dst, pos) }

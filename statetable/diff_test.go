@@ -1,0 +1,205 @@
+package statetable
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// dump returns every entry of every state of snap, key group by key group.
+func dump(t testing.TB, snap *Snapshot) map[string][]string {
+	out := map[string][]string{}
+	for _, info := range snap.States() {
+		for g := range snap.MaxParallelism() {
+			err := snap.KeyGroupEntries(info.Name, g, func(key, cell []byte) bool {
+				out[info.Name] = append(out[info.Name], fmt.Sprintf("%d %x=%x", g, key, cell))
+				return true
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+// applyChange replays one change on a table.
+func applyChange(t *Table, name string, c EntryChange) error {
+	switch c.Op {
+	case OpPut:
+		return t.RestoreEntry(name, c.Key, c.Cell)
+	case OpDelete:
+		return t.DeleteEntry(name, c.Key)
+	default:
+		return t.PatchEntry(name, c.Key, c.Parts)
+	}
+}
+
+// randomWrites applies n random writes of every kind to s, over a small key
+// space so that lists grow past their short form.
+func randomWrites(rt *rapid.T, s *states, n int) {
+	keys := []string{"a", "b", "c", "d"}
+	nss := []string{"x", "y"}
+	for range n {
+		k := rapid.SampledFrom(keys).Draw(rt, "key")
+		ns := rapid.SampledFrom(nss).Draw(rt, "ns")
+		v := rapid.Int64Range(0, 9).Draw(rt, "v")
+		var err error
+		switch rapid.IntRange(0, 9).Draw(rt, "op") {
+		case 0:
+			err = s.value.Put(k, ns, v)
+		case 1:
+			err = s.value.Clear(k, ns)
+		case 2, 3:
+			err = s.list.Add(k, ns, v)
+		case 4:
+			err = s.list.Update(k, ns, func(yield func(int64) bool) {
+				for i := range v {
+					if !yield(i) {
+						return
+					}
+				}
+			})
+		case 5:
+			err = s.mp.Put(k, ns, fmt.Sprint(v), v)
+		case 6:
+			err = s.mp.Remove(k, ns, fmt.Sprint(v))
+		case 7:
+			err = s.reduce.Add(k, ns, v)
+		case 8:
+			err = s.agg.Add(k, ns, v)
+		case 9:
+			err = s.list.MergeNamespaces(k, ns, nss...)
+		}
+		if err != nil {
+			rt.Fatal(err)
+		}
+	}
+}
+
+// TestDiffState_ReplaysToNext restores a copy of an older snapshot, replays
+// DiffState's changes on it, and expects exactly the newer snapshot.
+func TestDiffState_ReplaysToNext(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		src := newStates(t)
+		randomWrites(rt, src, rapid.IntRange(0, 80).Draw(rt, "before"))
+		prev := src.t.View(src.t.owner.Capture())
+		defer prev.Capture().Release()
+
+		dst := newStates(t)
+		for name, entries := range map[string]bool{"value": true, "list": true, "map": true, "reduce": true, "agg": true} {
+			_ = entries
+			for g := range prev.MaxParallelism() {
+				prev.KeyGroupEntries(name, g, func(key, cell []byte) bool {
+					if err := dst.t.RestoreEntry(name, bytes.Clone(key), cell); err != nil {
+						rt.Fatal(err)
+					}
+					return true
+				})
+			}
+		}
+
+		randomWrites(rt, src, rapid.IntRange(0, 80).Draw(rt, "after"))
+		next := src.t.View(src.t.owner.Capture())
+		defer next.Capture().Release()
+		for _, info := range next.States() {
+			lastGroup := -1
+			err := DiffState(prev, next, info.Name, func(c EntryChange) bool {
+				if c.Group < lastGroup {
+					rt.Fatalf("%s: key group %d after %d", info.Name, c.Group, lastGroup)
+				}
+				lastGroup = c.Group
+				if err := applyChange(dst.t, info.Name, c); err != nil {
+					rt.Fatalf("%s: %v %x: %v", info.Name, c.Op, c.Key, err)
+				}
+				return true
+			})
+			if err != nil {
+				rt.Fatal(err)
+			}
+		}
+		got := dst.t.View(dst.t.owner.Capture())
+		defer got.Capture().Release()
+		want, have := dump(t, next), dump(t, got)
+		for name := range want {
+			if fmt.Sprint(want[name]) != fmt.Sprint(have[name]) {
+				rt.Fatalf("state %s after replay:\n got %v\nwant %v", name, have[name], want[name])
+			}
+		}
+	})
+}
+
+// TestDiffState_AppendIsOnePart checks that appending to a long list and
+// putting into a big map are patches of one part, not rewrites.
+func TestDiffState_AppendIsOnePart(t *testing.T) {
+	s := newStates(t)
+	for i := range 1000 {
+		if err := s.list.Add("k", "n", int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.mp.Put("k", "n", fmt.Sprint(i), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prev := s.t.View(s.t.owner.Capture())
+	defer prev.Capture().Release()
+	s.list.Add("k", "n", 1000)
+	s.mp.Put("k", "n", "7", -7)
+	next := s.t.View(s.t.owner.Capture())
+	defer next.Capture().Release()
+	for _, name := range []string{"list", "map"} {
+		var changes []EntryChange
+		if err := DiffState(prev, next, name, func(c EntryChange) bool { changes = append(changes, c); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if len(changes) != 1 || changes[0].Op != OpPatch || len(changes[0].Parts) != 1 {
+			t.Fatalf("%s: got %d changes %+v, want one patch of one part", name, len(changes), changes)
+		}
+	}
+}
+
+func TestPatchEntry_Misuse(t *testing.T) {
+	s := newStates(t)
+	ck := []byte("\x01kn")
+	if err := s.t.PatchEntry("list", ck, []Part{{Key: []byte{0}, Value: Int64.Append(nil, 1)}}); err == nil {
+		t.Fatal("patch of an absent entry: no error")
+	}
+	if err := s.t.PatchEntry("value", ck, nil); err == nil {
+		t.Fatal("patch of a value state: no error")
+	}
+	s.list.Update("k", "n", func(yield func(int64) bool) {
+		for i := range 20 {
+			yield(int64(i))
+		}
+	})
+	if err := s.t.PatchEntry("list", ck, []Part{{Key: appendPosition(nil, 40), Value: Int64.Append(nil, 1)}}); err == nil {
+		t.Fatal("patch leaving a hole in a list: no error")
+	}
+}
+
+func TestPatchEntry_FailureKeepsCell(t *testing.T) {
+	s := newStates(t)
+	ck := []byte("\x01kn")
+	s.list.Update("k", "n", func(yield func(int64) bool) {
+		for i := range 20 {
+			yield(int64(i))
+		}
+	})
+	bad := []Part{{Key: appendPosition(nil, 3), Value: Int64.Append(nil, 99)}, {Key: appendPosition(nil, 40), Value: Int64.Append(nil, 1)}}
+	if err := s.t.PatchEntry("list", ck, bad); err == nil {
+		t.Fatal("patch leaving a hole in a list: no error")
+	}
+	n := 0
+	seq, _ := s.list.Get("k", "n")
+	for e := range seq {
+		if e != int64(n) {
+			t.Fatalf("element %d is %d after a failed patch", n, e)
+		}
+		n++
+	}
+	if n != 20 {
+		t.Fatalf("%d elements after a failed patch", n)
+	}
+}
