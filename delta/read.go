@@ -1,0 +1,228 @@
+package delta
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/cowstate/cowstate/internal/wire"
+	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/statetable"
+)
+
+// Reader reads a delta file through an io.ReaderAt: Open checks the
+// header, index and footer; Read loads the sections of a key-group range.
+type Reader struct {
+	r            io.ReaderAt
+	size         int64
+	base, target uint64
+	meta         snapshot.Meta
+	index        []indexEntry
+}
+
+type indexEntry struct {
+	group       int
+	off, length int64
+	sum         uint64
+}
+
+// Open checks a delta file's magic, version, header checksum, footer and
+// index, and returns a Reader. Errors match ErrCorrupt (or are r's I/O
+// errors), say what and at which offset, and nothing is allocated beyond
+// the bytes the file has.
+func Open(r io.ReaderAt, size int64) (*Reader, error) {
+	if size < int64(fixedHeader+8+footerSize) {
+		return nil, fmt.Errorf("%w: delta file of %d bytes is shorter than an empty delta", ErrCorrupt, size)
+	}
+	head, err := readAt(r, 0, int64(fixedHeader), size)
+	if err != nil {
+		return nil, err
+	}
+	if string(head[:len(headerMagic)]) != headerMagic {
+		return nil, fmt.Errorf("%w: bad delta magic %q at offset 0", ErrCorrupt, head[:len(headerMagic)])
+	}
+	if v := binary.BigEndian.Uint16(head[len(headerMagic):]); v != formatVersion {
+		return nil, fmt.Errorf("%w: delta format version %d at offset %d, want %d", ErrCorrupt, v, len(headerMagic), formatVersion)
+	}
+	rd := &Reader{r: r, size: size}
+	rd.base = binary.BigEndian.Uint64(head[len(headerMagic)+2:])
+	rd.target = binary.BigEndian.Uint64(head[len(headerMagic)+10:])
+	metaLen := int64(binary.BigEndian.Uint32(head[len(headerMagic)+18:]))
+	headerEnd := int64(fixedHeader) + metaLen + 8
+	if headerEnd > size-footerSize {
+		return nil, fmt.Errorf("%w: delta metadata of %d bytes at offset %d runs past the end (%d bytes)", ErrCorrupt, metaLen, fixedHeader, size)
+	}
+	header, err := readAt(r, 0, headerEnd, size)
+	if err != nil {
+		return nil, err
+	}
+	if xxhash.Sum64(header[:headerEnd-8]) != binary.BigEndian.Uint64(header[headerEnd-8:]) {
+		return nil, fmt.Errorf("%w: delta header checksum at offset %d does not match", ErrCorrupt, headerEnd-8)
+	}
+	if rd.meta, err = snapshot.DecodeMeta(header[fixedHeader : headerEnd-8]); err != nil {
+		return nil, err
+	}
+
+	foot, err := readAt(r, size-footerSize, footerSize, size)
+	if err != nil {
+		return nil, err
+	}
+	if string(foot[24:]) != footerMagic {
+		return nil, fmt.Errorf("%w: bad delta footer magic at offset %d (truncated file?)", ErrCorrupt, size-8)
+	}
+	indexOff, indexLen := binary.BigEndian.Uint64(foot), binary.BigEndian.Uint64(foot[8:])
+	if indexOff < uint64(headerEnd) || indexOff > uint64(size-footerSize) || indexLen != uint64(size-footerSize)-indexOff {
+		return nil, fmt.Errorf("%w: delta index at offset %d, length %d, does not fit between the header and the footer", ErrCorrupt, indexOff, indexLen)
+	}
+	ib, err := readAt(r, int64(indexOff), int64(indexLen), size)
+	if err != nil {
+		return nil, err
+	}
+	if xxhash.Sum64(ib) != binary.BigEndian.Uint64(foot[16:]) {
+		return nil, fmt.Errorf("%w: delta index checksum at offset %d does not match", ErrCorrupt, indexOff)
+	}
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: ib, Base: int64(indexOff), What: "delta index"}
+	n := d.Count(len(ib)/11 + 1)
+	next := headerEnd
+	for range n {
+		e := indexEntry{group: d.Count(rd.meta.MaxParallelism)}
+		e.off = int64(d.Uvarint())
+		e.length = int64(d.Uvarint())
+		e.sum = d.U64()
+		if d.Err == nil && (e.off != next || e.length < 1 || e.length > int64(indexOff)-e.off) {
+			d.Fail("section of key group %d at offset %d, length %d, out of place", e.group, e.off, e.length)
+		}
+		if d.Err == nil && len(rd.index) > 0 && e.group <= rd.index[len(rd.index)-1].group {
+			d.Fail("key group %d after %d", e.group, rd.index[len(rd.index)-1].group)
+		}
+		next = e.off + e.length
+		rd.index = append(rd.index, e)
+	}
+	if d.Err == nil && (d.Left() != 0 || next != int64(indexOff)) {
+		d.Fail("%d bytes left over, sections end at %d", d.Left(), next)
+	}
+	if d.Err != nil {
+		return nil, d.Err
+	}
+	return rd, nil
+}
+
+func readAt(r io.ReaderAt, off, n, size int64) ([]byte, error) {
+	if off < 0 || n < 0 || off+n > size {
+		return nil, fmt.Errorf("%w: read of %d bytes at offset %d past the end (%d bytes)", ErrCorrupt, n, off, size)
+	}
+	b := make([]byte, n)
+	if _, err := r.ReadAt(b, off); err != nil {
+		return nil, fmt.Errorf("delta: read at offset %d: %w", off, err)
+	}
+	return b, nil
+}
+
+// Base and Target return the versions the delta goes between.
+func (r *Reader) Base() uint64   { return r.base }
+func (r *Reader) Target() uint64 { return r.target }
+
+// Meta returns the metadata of the newer version.
+func (r *Reader) Meta() snapshot.Meta { return r.meta }
+
+// Size returns the file's size in bytes.
+func (r *Reader) Size() int64 { return r.size }
+
+// Read loads the sections of the key groups in kgs, checking each one's
+// checksum, into a Delta (whose byte slices alias the sections' buffers).
+// ctx is checked between sections.
+func (r *Reader) Read(ctx context.Context, kgs statetable.KeyGroupRange) (*Delta, error) {
+	d := &Delta{Base: r.base, Target: r.target, Meta: r.meta}
+	for _, e := range r.index {
+		if !kgs.Contains(e.group) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b, err := readAt(r.r, e.off, e.length, r.size)
+		if err != nil {
+			return nil, err
+		}
+		if xxhash.Sum64(b) != e.sum {
+			return nil, fmt.Errorf("%w: delta section of key group %d at offset %d: checksum does not match", ErrCorrupt, e.group, e.off)
+		}
+		if err := r.section(d.group(e.group), e, b); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// section decodes one key group's section into gr.
+func (r *Reader) section(gr *group, e indexEntry, b []byte) error {
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.off, What: fmt.Sprintf("delta section of key group %d", e.group)}
+	states, services := r.meta.States, r.meta.Timers
+	for {
+		switch tag := d.Byte(); {
+		case d.Err != nil:
+			return d.Err
+		case tag == tagEnd:
+			if d.Left() != 0 {
+				d.Fail("%d bytes after the end tag", d.Left())
+			}
+			return d.Err
+		case tag == tagState:
+			i := d.Count(len(states))
+			n := d.Count(d.Left()/2 + 1)
+			if d.Err != nil {
+				return d.Err
+			}
+			ops := gr.ops(states[i].Name)
+			for range n {
+				kind := d.Byte()
+				ck := d.String()
+				op := &entryOp{deleted: kind == opDelete, put: kind == opPut || kind == opPutPatch}
+				if kind < opPut || kind > opPutPatch {
+					d.Fail("entry op %d", kind)
+				}
+				if op.put {
+					op.cell = d.Bytes()
+				}
+				if kind == opPatch || kind == opPutPatch {
+					np := d.Count(d.Left()/2 + 1)
+					op.parts = make(map[string]statetable.Part, np)
+					for range np {
+						p := statetable.Part{Deleted: d.Byte() == 1, Key: d.Bytes()}
+						if !p.Deleted {
+							p.Value = d.Bytes()
+						}
+						op.parts[string(p.Key)] = p
+					}
+				}
+				if d.Err != nil {
+					return d.Err
+				}
+				ops[ck] = op
+			}
+		case tag == tagTimers:
+			j := d.Count(len(services))
+			dom := snapshot.Domain(d.Byte())
+			if dom > snapshot.ProcessingTime {
+				d.Fail("time domain %d", dom)
+			}
+			n := d.Count(d.Left()/4 + 1)
+			if d.Err != nil {
+				return d.Err
+			}
+			for range n {
+				present := d.Byte()
+				t := timerKey{service: services[j].Name, domain: dom, ts: d.Varint()}
+				t.key, t.ns = d.String(), d.String()
+				if d.Err != nil {
+					return d.Err
+				}
+				gr.timers[t] = present == 1
+			}
+		default:
+			d.Fail("unknown tag %d", tag)
+		}
+	}
+}

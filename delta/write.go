@@ -1,0 +1,179 @@
+package delta
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/cowstate/cowstate/internal/wire"
+	"github.com/cowstate/cowstate/snapshot"
+)
+
+const (
+	headerMagic   = "CWDELTA\x01"
+	footerMagic   = "CWDELTND"
+	formatVersion = 1
+	fixedHeader   = len(headerMagic) + 2 + 8 + 8 + 4 // magic, version, base, target, meta length
+	footerSize    = 8 + 8 + 8 + 8                    // index offset, index length, index checksum, magic
+
+	tagEnd    = 0
+	tagState  = 1
+	tagTimers = 2
+
+	opPut      = 1
+	opDelete   = 2
+	opPatch    = 3
+	opPutPatch = 4
+)
+
+// Write encodes d to w in the delta format (see doc.go): header, one
+// section per changed key group, index, footer. The encoding is canonical:
+// equal deltas give equal bytes. ctx is checked between sections; prog,
+// if not nil, counts bytes and changes as they are written. Any goroutine;
+// d must not be modified meanwhile.
+func Write(ctx context.Context, w io.Writer, d *Delta, prog *snapshot.Progress) error {
+	meta := snapshot.AppendMeta(nil, d.Meta)
+	buf := append([]byte(headerMagic), 0, formatVersion)
+	buf = binary.BigEndian.AppendUint64(buf, d.Base)
+	buf = binary.BigEndian.AppendUint64(buf, d.Target)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(meta)))
+	buf = append(buf, meta...)
+	buf = binary.BigEndian.AppendUint64(buf, xxhash.Sum64(buf))
+	off := int64(0)
+	emit := func(b []byte) error {
+		n, err := w.Write(b)
+		off += int64(n)
+		if prog != nil {
+			prog.Bytes.Add(int64(n))
+		}
+		return err
+	}
+	if err := emit(buf); err != nil {
+		return err
+	}
+
+	stateIndex := map[string]int{}
+	for i, s := range sortedStates(d) {
+		stateIndex[s] = i
+	}
+	serviceIndex := map[string]int{}
+	for i, t := range sortedServices(d) {
+		serviceIndex[t] = i
+	}
+	var index []byte
+	groups := d.Groups()
+	index = binary.AppendUvarint(index, uint64(len(groups)))
+	for _, g := range groups {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sec, n := encodeGroup(d.groups[g], stateIndex, serviceIndex)
+		index = binary.AppendUvarint(index, uint64(g))
+		index = binary.AppendUvarint(index, uint64(off))
+		index = binary.AppendUvarint(index, uint64(len(sec)))
+		index = binary.BigEndian.AppendUint64(index, xxhash.Sum64(sec))
+		if err := emit(sec); err != nil {
+			return err
+		}
+		if prog != nil {
+			prog.Entries.Add(int64(n))
+		}
+	}
+	footer := binary.BigEndian.AppendUint64(nil, uint64(off))
+	footer = binary.BigEndian.AppendUint64(footer, uint64(len(index)))
+	footer = binary.BigEndian.AppendUint64(footer, xxhash.Sum64(index))
+	footer = append(footer, footerMagic...)
+	if err := emit(index); err != nil {
+		return err
+	}
+	return emit(footer)
+}
+
+// sortedStates and sortedServices return the names the metadata lists, in
+// the order AppendMeta writes them (by name): a section refers to them by
+// position.
+func sortedStates(d *Delta) []string {
+	names := make(map[string]bool, len(d.Meta.States))
+	for _, s := range d.Meta.States {
+		names[s.Name] = true
+	}
+	return sortedKeys(names)
+}
+
+func sortedServices(d *Delta) []string {
+	names := make(map[string]bool, len(d.Meta.Timers))
+	for _, t := range d.Meta.Timers {
+		names[t.Name] = true
+	}
+	return sortedKeys(names)
+}
+
+// encodeGroup encodes one key group's section; n counts its changes.
+func encodeGroup(gr *group, stateIndex, serviceIndex map[string]int) (sec []byte, n int) {
+	for _, state := range sortedKeys(gr.states) {
+		ops := gr.states[state]
+		if len(ops) == 0 {
+			continue
+		}
+		sec = append(sec, tagState)
+		sec = binary.AppendUvarint(sec, uint64(stateIndex[state]))
+		sec = binary.AppendUvarint(sec, uint64(len(ops)))
+		for _, ck := range sortedKeys(ops) {
+			op := ops[ck]
+			kind := byte(opPatch)
+			switch {
+			case op.deleted:
+				kind = opDelete
+			case op.put && len(op.parts) > 0:
+				kind = opPutPatch
+			case op.put:
+				kind = opPut
+			}
+			sec = append(sec, kind)
+			sec = wire.AppendString(sec, ck)
+			if op.put {
+				sec = wire.AppendBytes(sec, op.cell)
+			}
+			if kind == opPatch || kind == opPutPatch {
+				sec = binary.AppendUvarint(sec, uint64(len(op.parts)))
+				for _, pk := range sortedKeys(op.parts) {
+					p := op.parts[pk]
+					if p.Deleted {
+						sec = append(sec, 1)
+						sec = wire.AppendBytes(sec, p.Key)
+						continue
+					}
+					sec = append(sec, 0)
+					sec = wire.AppendBytes(sec, p.Key)
+					sec = wire.AppendBytes(sec, p.Value)
+				}
+			}
+		}
+		n += len(ops)
+	}
+	timers := sortedTimers(gr.timers)
+	for i := 0; i < len(timers); {
+		j := i
+		for j < len(timers) && timers[j].service == timers[i].service && timers[j].domain == timers[i].domain {
+			j++
+		}
+		sec = append(sec, tagTimers)
+		sec = binary.AppendUvarint(sec, uint64(serviceIndex[timers[i].service]))
+		sec = append(sec, byte(timers[i].domain))
+		sec = binary.AppendUvarint(sec, uint64(j-i))
+		for _, t := range timers[i:j] {
+			present := byte(0)
+			if gr.timers[t] {
+				present = 1
+			}
+			sec = append(sec, present)
+			sec = binary.AppendVarint(sec, t.ts)
+			sec = wire.AppendString(sec, t.key)
+			sec = wire.AppendString(sec, t.ns)
+		}
+		n += j - i
+		i = j
+	}
+	return append(sec, tagEnd), n
+}
