@@ -111,9 +111,18 @@ func (w *Write) Progress() (bytes, entries int64) {
 // statetable.ErrDecode. Restore into a backend that has no state yet: what
 // it restores is added to what is there. Writer goroutine only.
 func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
-	m := r.Meta()
+	if err := b.checkMeta(r.Meta()); err != nil {
+		return err
+	}
+	return r.Restore(ctx, sink{b}, b.KeyGroups())
+}
+
+// checkMeta checks that the states and timer services of a file's metadata
+// are registered on b with the same kinds and codecs, under the same max
+// parallelism; errors match snapshot.ErrMismatch.
+func (b *Backend) checkMeta(m snapshot.Meta) error {
 	if m.MaxParallelism != b.MaxParallelism() {
-		return fmt.Errorf("%w: snapshot has max parallelism %d, backend %d", snapshot.ErrMismatch, m.MaxParallelism, b.MaxParallelism())
+		return fmt.Errorf("%w: file has max parallelism %d, backend %d", snapshot.ErrMismatch, m.MaxParallelism, b.MaxParallelism())
 	}
 	for _, s := range m.States {
 		have, err := b.table.State(s.Name)
@@ -121,7 +130,7 @@ func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
 			return fmt.Errorf("%w: %v: register it before restoring (%w)", snapshot.ErrMismatch, s, err)
 		}
 		if have.Kind != s.Kind || fmt.Sprint(have.Codec) != fmt.Sprint(s.Codec) {
-			return fmt.Errorf("%w: snapshot has %v, backend has %v", snapshot.ErrMismatch, s, have)
+			return fmt.Errorf("%w: file has %v, backend has %v", snapshot.ErrMismatch, s, have)
 		}
 	}
 	for _, t := range m.Timers {
@@ -130,7 +139,7 @@ func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
 			return fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs", snapshot.ErrMismatch, t.Name, t.Codecs)
 		}
 	}
-	return r.Restore(ctx, sink{b}, b.KeyGroups())
+	return nil
 }
 
 // sink adapts a Backend to snapshot.Sink.

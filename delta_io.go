@@ -1,0 +1,62 @@
+package cowstate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cowstate/cowstate/delta"
+	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
+)
+
+// Diff returns the delta that turns prev into next, two snapshots of the
+// same backend (prev taken first), by diffing their structures: the cost
+// follows what changed between them, not the size of the state. The
+// delta's Base and Target are left zero for the caller to name. Any
+// goroutine, while both snapshots are live.
+func Diff(prev, next *Snapshot) (*delta.Delta, error) {
+	if prev.capture.Owner() != next.capture.Owner() {
+		return nil, fmt.Errorf("%w: diff of snapshots of two backends", delta.ErrMismatch)
+	}
+	return delta.Diff(prev.deltaVersion(), next.deltaVersion())
+}
+
+// deltaVersion describes s for package delta.
+func (s *Snapshot) deltaVersion() delta.Version {
+	v := delta.Version{Meta: source{s: s}.Meta(), State: s.state, Timers: make(map[string]delta.Queues, len(s.timers))}
+	for name, tv := range s.timers {
+		v.Timers[name] = delta.Queues{Event: tv.event, Processing: tv.processing}
+	}
+	return v
+}
+
+// ApplyDelta replays d on b, which must hold the version d's Base names:
+// base is the id of the checkpoint b was restored to (or the Target of the
+// last delta applied), and another base gives an error matching
+// delta.ErrWrongBase. Only b's key groups are applied (rescaling). The
+// delta's states and timer services must be registered on b, as for
+// Restore. A failure part way leaves b partly updated: discard it. Writer
+// goroutine only.
+func (b *Backend) ApplyDelta(ctx context.Context, base uint64, d *delta.Delta) error {
+	if err := b.checkMeta(d.Meta); err != nil {
+		return err
+	}
+	return delta.Apply(ctx, deltaTarget{sink{b}}, base, d, b.KeyGroups())
+}
+
+// deltaTarget adapts a Backend to delta.Target.
+type deltaTarget struct{ sink }
+
+func (t deltaTarget) DeleteEntry(state string, key []byte) error {
+	return t.b.table.DeleteEntry(state, key)
+}
+
+func (t deltaTarget) PatchEntry(state string, key []byte, parts []statetable.Part) error {
+	return t.b.table.PatchEntry(state, key, parts)
+}
+
+func (t deltaTarget) DeleteTimer(service string, d snapshot.Domain, g int, ts int64, key, ns string) error {
+	queueOf(t.b.services[service], d).Delete(timerqueue.Timer{Timestamp: ts, Key: key, Namespace: ns})
+	return nil
+}
