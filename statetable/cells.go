@@ -170,3 +170,6 @@ func pointerFree(t reflect.Type) bool {
 
 // view returns the state's map as frozen by c.
 func (c *cells[K, N, C]) view(c2 *cow.Capture) any { return c.m.View(c2) }
+
+// viewLen returns the number of entries of a view.
+func (c *cells[K, N, C]) viewLen(v any) int { return v.(*cow.MapSnapshot[string, C]).Len() }

@@ -69,3 +69,13 @@ func (c *cells[K, N, C]) getAt(s *Snapshot, key K, ns N) (C, bool, error) {
 	v, ok := view.GetHashed(h, ck)
 	return v, ok, nil
 }
+
+// Entries returns the number of (key, namespace) entries of the named state
+// in the snapshot, 0 for a state it does not hold. O(1); any goroutine.
+func (s *Snapshot) Entries(name string) int {
+	r, ok := s.regs[name]
+	if !ok {
+		return 0
+	}
+	return r.viewLen(s.views[name])
+}

@@ -121,6 +121,8 @@ type registered interface {
 	handle() any
 	// view returns the state's storage as frozen by a capture.
 	view(c *cow.Capture) any
+	// viewLen returns the number of entries of a view.
+	viewLen(view any) int
 	// scan yields the entries of a view with entry hash in [lo, hi], in
 	// canonical order, encoded (see KeyGroupEntries).
 	scan(view any, lo, hi uint64, yield func(key, cell []byte) bool)
