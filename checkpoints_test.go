@@ -324,7 +324,7 @@ func TestCheckpoints_RandomHistories(t *testing.T) {
 			policy.MaxDeltaShare, policy.MaxChainShare = 0, 0
 		}
 		c := NewCheckpoints(j.b, st, CheckpointOptions{Policy: policy})
-		frozen := map[uint64][]string{}    // checkpoints
+		frozen := map[uint64][]string{}     // checkpoints
 		savepoints := map[uint64][]string{} // savepoints
 		committed := map[uint64]bool{}
 		aborted := map[uint64]bool{}
