@@ -27,6 +27,7 @@ import (
 // merges the chain's deltas and its own into one (delta.Merge), so a
 // restore reads at most MaxChainLength deltas after the full snapshot.
 type CheckpointPolicy struct {
+	AlwaysFull     bool    // never incremental
 	MaxChainLength int     // default 8
 	MaxDeltaShare  float64 // default 0.25
 	MaxChainShare  float64 // default 1.0
@@ -191,7 +192,7 @@ func (c *Checkpoints) take(ctx context.Context, id uint64, savepoint bool) (*Che
 	}
 	base := c.base
 	cp.names = []string{manifestName(id, false), fullName(id, false)}
-	if base != nil && base.manifest.KeyGroups == c.b.KeyGroups() {
+	if base != nil && base.manifest.KeyGroups == c.b.KeyGroups() && !c.policy.AlwaysFull {
 		base.refs++
 		// The chain it reads, and the names its delta may take.
 		cp.names = append(cp.names, segmentNames(base.manifest)...)
