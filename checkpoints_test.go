@@ -457,3 +457,28 @@ func TestCheckpoints_RandomHistories(t *testing.T) {
 		}
 	})
 }
+
+func TestVerifyStore(t *testing.T) {
+	st := newMemStorage()
+	j := newJob(t, 16, nil)
+	j.load(100, 1)
+	c := NewCheckpoints(j.b, st, CheckpointOptions{Retention: Retention{KeepLast: 3}})
+	for id := uint64(1); id <= 3; id++ {
+		if _, _, err := checkpoint(t, j, c, id); err != nil {
+			t.Fatal(err)
+		}
+		c.Confirm(id)
+		j.load(3, int(id)+1)
+	}
+	if d, err := VerifyStore(st); err != nil || len(d) != 0 {
+		t.Fatalf("intact store: %v %v", d, err)
+	}
+	m, _ := readManifest(st, manifestName(3, false))
+	last := m.Segments[len(m.Segments)-1].Name
+	st.corrupt(last, 7)
+	st.corrupt(manifestName(1, false), 3)
+	d, err := VerifyStore(st)
+	if err != nil || len(d) != 2 || d[0].File != manifestName(1, false) || d[1].File != last {
+		t.Fatalf("damaged store: %v %v", d, err)
+	}
+}
