@@ -156,10 +156,10 @@ func TestWriteMarkdown(t *testing.T) {
 		"| case | impl=cow | impl=gomap | impl=tidwall |",
 		"|---|---:|---:|---:|",
 		"| size=1000 | 210 ns | 60.0 µs (286×) | — |",
-		"| size=100000 | 220 ns | 7.00 ms (31818×) | 1.00 µs (4.55×) |",
-		"| timers=1000000 | 2000000 timers/s | 1000000 timers/s (0.50×) |",
+		"| size=100000 | 220 ns | 7.00 ms (31.8k×) | 1.00 µs (4.55×) |",
+		"| timers=1000000 | 2.00M timers/s | 1.00M timers/s (0.50×) |",
 		"| — | 1.60 µs |",
-		"| size=1000000/changed=10pct | 2400000 bytes/op | 24000000 bytes/op (10.0×) |",
+		"| size=1000000/changed=10pct | 2.40M bytes/op | 24.0M bytes/op (10.0×) |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

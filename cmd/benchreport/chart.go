@@ -24,6 +24,14 @@ func CaptureChart(results []Result, path string) error {
 		impl, _ := r.Param("impl")
 		return impl == "cow" || impl == "gomap"
 	})
+	for i, l := range series {
+		switch l.Label {
+		case "impl=cow":
+			series[i].Label = "cowstate (impl=cow)"
+		case "impl=gomap":
+			series[i].Label = "deep copy (impl=gomap)"
+		}
+	}
 	return saveLogLog(path, "Capture time against state size", "state size (entries)", "capture time (ns/op)", series)
 }
 
@@ -117,5 +125,10 @@ func saveLogLog(path, title, xLabel, yLabel string, lines []Line) error {
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return err
 	}
+	// Pad the ranges so that end points stay off the frame and the edge
+	// decades get their labels, and leave a decade free at the top for
+	// the legend.
+	p.X.Min, p.X.Max = p.X.Min/1.3, p.X.Max*1.3
+	p.Y.Min, p.Y.Max = p.Y.Min/1.3, p.Y.Max*20
 	return p.Save(16*vg.Centimeter, 10*vg.Centimeter, path)
 }

@@ -194,10 +194,19 @@ func formatValue(v float64, unit string) string {
 	return formatNumber(v) + " ns"
 }
 
-// formatNumber shows v with about three significant digits and never in
-// exponent notation for values of 0.01 and above.
+// formatNumber shows v with about three significant digits, with an SI
+// suffix (k, M, G) from 10 000 up, and never in exponent notation for values
+// of 0.01 and above.
 func formatNumber(v float64) string {
 	a := math.Abs(v)
+	for _, u := range []struct {
+		from, scale float64
+		suffix      string
+	}{{1e9, 1e9, "G"}, {1e6, 1e6, "M"}, {1e4, 1e3, "k"}} {
+		if a >= u.from {
+			return formatNumber(v/u.scale) + u.suffix
+		}
+	}
 	switch {
 	case a >= 100:
 		return fmt.Sprintf("%.0f", v)
