@@ -233,3 +233,28 @@ func TestRunFromFile(t *testing.T) {
 		}
 	}
 }
+
+func TestFormat(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		unit string
+		want string
+	}{
+		{0.5, "x", "0.50 x"},
+		{12.34, "x", "12.3 x"},
+		{999, "x", "999 x"},
+		{9999, "x", "9999 x"},
+		{12345, "x", "12.3k x"},
+		{2.5e6, "x", "2.50M x"},
+		{3e9, "x", "3.00G x"},
+		{0.001234, "x", "0.00123 x"},
+		{850, "ns/op", "850 ns"},
+		{1500, "ns/op", "1.50 µs"},
+		{2.5e6, "ns/op", "2.50 ms"},
+		{1.2e10, "ns/op", "12.0 s"},
+	} {
+		if got := formatValue(c.v, c.unit); got != c.want {
+			t.Errorf("formatValue(%v, %q) = %q, want %q", c.v, c.unit, got, c.want)
+		}
+	}
+}

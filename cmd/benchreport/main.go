@@ -10,7 +10,12 @@
 // the output to stderr and saving it to <out>/bench.txt; with -in it reads
 // that output from a file instead. It writes <out>/report.md,
 // <out>/capture.svg and <out>/checkpoint.svg (a chart whose benchmark is
-// not in the output is skipped with a note).
+// not in the output is skipped with a note). -out defaults to bench-report
+// in the current directory.
+//
+// go test matches -bench per level of the name and unanchored, so
+// "Capture/size=1000/" also runs size=10000000; anchor each level to run
+// one case: -bench '^BenchmarkCapture$/^size=1000$/'.
 package main
 
 import (
@@ -31,7 +36,7 @@ func main() {
 	benchtime := flag.String("benchtime", "", "go test -benchtime (default: go test's)")
 	count := flag.Int("count", 1, "go test -count; the median of the runs is reported")
 	in := flag.String("in", "", "parse this go test -bench output instead of running the suite")
-	out := flag.String("out", "benchreport", "directory for bench.txt, report.md and the charts")
+	out := flag.String("out", "bench-report", "directory for bench.txt, report.md and the charts")
 	flag.Parse()
 	if err := run(*bench, *benchtime, *count, *in, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
