@@ -1,0 +1,125 @@
+// Command benchreport runs the bench/ suite and renders its results as a
+// Markdown report of ratios against the peers, plus SVG charts of capture
+// time against state size and of full against incremental checkpoint size.
+//
+// Usage, from anywhere in the module:
+//
+//	go run ./cmd/benchreport [-bench regexp] [-benchtime d] [-count n] [-in file] [-out dir]
+//
+// By default it runs go test -run '^$' -bench <regexp> ./bench/, streaming
+// the output to stderr and saving it to <out>/bench.txt; with -in it reads
+// that output from a file instead. It writes <out>/report.md,
+// <out>/capture.svg and <out>/checkpoint.svg (a chart whose benchmark is
+// not in the output is skipped with a note). -out defaults to bench-report
+// in the current directory.
+//
+// go test matches -bench per level of the name and unanchored, so
+// "Capture/size=1000/" also runs size=10000000; anchor each level to run
+// one case: -bench '^BenchmarkCapture$/^size=1000$/'.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	bench := flag.String("bench", ".", "benchmark regexp passed to go test -bench")
+	benchtime := flag.String("benchtime", "", "go test -benchtime (default: go test's)")
+	count := flag.Int("count", 1, "go test -count; the median of the runs is reported")
+	in := flag.String("in", "", "parse this go test -bench output instead of running the suite")
+	out := flag.String("out", "bench-report", "directory for bench.txt, report.md and the charts")
+	flag.Parse()
+	if err := run(*bench, *benchtime, *count, *in, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+}
+
+// run produces the report in dir from the file in, or from a fresh run of
+// the suite when in is empty.
+func run(bench, benchtime string, count int, in, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var raw []byte
+	var runErr error
+	if in != "" {
+		var err error
+		if raw, err = os.ReadFile(in); err != nil {
+			return err
+		}
+	} else {
+		raw, runErr = runSuite(bench, benchtime, count)
+		if err := os.WriteFile(filepath.Join(dir, "bench.txt"), raw, 0o644); err != nil {
+			return err
+		}
+	}
+	results, err := Parse(bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		return errors.Join(runErr, errors.New("no benchmark results in the output"))
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, BuildTables(results)); err != nil {
+		return err
+	}
+	md.WriteString("\n## Charts\n\n")
+	for _, c := range []struct {
+		file string
+		draw func([]Result, string) error
+	}{{"capture.svg", CaptureChart}, {"checkpoint.svg", CheckpointChart}} {
+		err := c.draw(results, filepath.Join(dir, c.file))
+		switch {
+		case errors.Is(err, errNoData):
+			note := fmt.Sprintf("%s skipped: %v.", c.file, err)
+			fmt.Fprintln(os.Stderr, "benchreport:", note)
+			fmt.Fprintf(&md, "- %s\n", note)
+		case err != nil:
+			return fmt.Errorf("%s: %w", c.file, err)
+		default:
+			fmt.Fprintf(&md, "![%s](%s)\n\n", c.file, c.file)
+		}
+	}
+	report := filepath.Join(dir, "report.md")
+	if err := os.WriteFile(report, md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "benchreport: wrote %s (%d benchmarks)\n", report, len(results))
+	return runErr
+}
+
+// runSuite runs the bench/ suite from the module root, copying its output
+// to stderr as it comes, and returns the standard output.
+func runSuite(bench, benchtime string, count int) ([]byte, error) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	args := []string{"test", "-run", "^$", "-bench", bench, "-count", strconv.Itoa(count)}
+	if benchtime != "" {
+		args = append(args, "-benchtime", benchtime)
+	}
+	args = append(args, "./bench/")
+	fmt.Fprintf(os.Stderr, "benchreport: go %s (in %s)\n", strings.Join(args, " "), root)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	var stdout bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&stdout, os.Stderr)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("go test: %w", err)
+	}
+	return stdout.Bytes(), nil
+}
