@@ -1,5 +1,10 @@
 package cow
 
+import (
+	"reflect"
+	"unsafe"
+)
+
 // Scan calls yield for every entry of the snapshot whose hash is in
 // [lo, hi] (inclusive), in hash order, with the entry's hash, until yield
 // returns false. Subtrees outside the range are skipped, so scanning one key
@@ -37,7 +42,11 @@ func (s *mapSlot[K, V]) scan(depth int, prefix, lo, hi uint64, yield func(uint64
 	if len(ents) > 0 && check != nil {
 		check()
 	}
-	for i := searchHashFrom(ents, lo); i < len(ents) && ents[i].hash <= hi; i++ {
+	from := searchHashFrom(ents, lo)
+	if stringKeys[K]() {
+		touchKeys(ents[from:])
+	}
+	for i := from; i < len(ents) && ents[i].hash <= hi; i++ {
 		if !yield(ents[i].hash, ents[i].key, ents[i].val) {
 			return false
 		}
@@ -58,4 +67,25 @@ func searchHashFrom[K comparable, V any](ents []mapEntry[K, V], h uint64) int {
 		}
 	}
 	return lo
+}
+
+// stringKeys reports whether K is a string type: their bytes live apart
+// from the entry, one cache miss each in a big map.
+func stringKeys[K comparable]() bool {
+	return reflect.TypeFor[K]().Kind() == reflect.String
+}
+
+// touchKeys loads the first byte of every key of a leaf of string keys
+// before the leaf is visited: the loads are independent, so their cache
+// misses overlap instead of coming one per entry as the consumer copies
+// each key.
+func touchKeys[K comparable, V any](ents []mapEntry[K, V]) {
+	var sink uint64
+	for i := range ents {
+		k := *(*string)(unsafe.Pointer(&ents[i].key))
+		if len(k) > 0 {
+			sink += uint64(*unsafe.StringData(k))
+		}
+	}
+	keep(sink)
 }
