@@ -149,6 +149,10 @@ func (s sink) RestoreEntry(state string, key, cell []byte) error {
 	return s.b.table.RestoreEntry(state, key, cell)
 }
 
+func (s sink) EntryRestorer(state string, n int) (func(key, cell []byte) error, func() error, error) {
+	return s.b.table.Restorer(state, n)
+}
+
 func (s sink) RestoreTimer(service string, d snapshot.Domain, g int, ts int64, key, ns string) error {
 	if kg := statetable.KeyGroupOf(statetable.HashKey([]byte(key)), s.b.MaxParallelism()); kg != g {
 		return fmt.Errorf("%w: timer of key group %d in the section of key group %d", snapshot.ErrCorrupt, kg, g)

@@ -1,6 +1,7 @@
 package cow
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -95,6 +96,16 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 				mm.m.Set(base+i, i)
 				mm.model[base+i] = i
 			}
+		},
+		"SetRun": func(t *rapid.T) {
+			keys := rapid.SliceOfNDistinct(mm.keys, 1, 150, rapid.ID).Draw(t, "run keys")
+			run := make([]MapEntry[int, int], len(keys))
+			for i, k := range keys {
+				run[i] = MapEntry[int, int]{Hash: mm.m.hash(k), Key: k, Val: i}
+				mm.model[k] = i
+			}
+			slices.SortFunc(run, func(a, b MapEntry[int, int]) int { return cmp.Compare(a.Hash, b.Hash) })
+			mm.m.SetRun(run)
 		},
 		"Delete": func(t *rapid.T) {
 			k := mm.keys.Draw(t, "k")
@@ -257,6 +268,22 @@ func TestMap_Canonical(t *testing.T) {
 		snap.Release()
 		if sa, sb := shape(&a.root), shape(&b.root); sa != sb {
 			t.Fatalf("same keys, different shapes:\n%s\n%s", sa, sb)
+		}
+		// The same keys stored in runs: the same shape again.
+		c := newIntMap(hashInt)
+		perm := rapid.Permutation(keys).Draw(t, "run order")
+		for len(perm) > 0 {
+			n := rapid.IntRange(1, len(perm)).Draw(t, "run length")
+			run := make([]MapEntry[int, int], n)
+			for i, k := range perm[:n] {
+				run[i] = MapEntry[int, int]{Hash: hashInt(k), Key: k, Val: 1}
+			}
+			slices.SortFunc(run, func(a, b MapEntry[int, int]) int { return cmp.Compare(a.Hash, b.Hash) })
+			c.SetRun(run)
+			perm = perm[n:]
+		}
+		if sa, sc := shape(&a.root), shape(&c.root); sa != sc {
+			t.Fatalf("same keys stored in runs, different shapes:\n%s\n%s", sa, sc)
 		}
 	})
 }

@@ -17,7 +17,9 @@ import (
 // sink may keep them without copying (keeping any keeps the whole section's
 // buffer alive).
 type Sink interface {
-	RestoreEntry(state string, key, cell []byte) error
+	// EntryRestorer is called for each run of n entries of a state in a
+	// section: add receives each entry, then done once after the last.
+	EntryRestorer(state string, n int) (add func(key, cell []byte) error, done func() error, err error)
 	RestoreTimer(service string, d Domain, g int, ts int64, key, ns string) error
 }
 
@@ -187,14 +189,21 @@ func (r *Reader) section(sink Sink, e indexEntry, b []byte) error {
 				return d.Err
 			}
 			name := r.meta.States[i].Name
+			restore, done, err := sink.EntryRestorer(name, n)
+			if err != nil {
+				return fmt.Errorf("key group %d section at offset %d: %w", e.group, e.off, err)
+			}
 			for range n {
 				key, cell := d.Bytes(), d.Bytes()
 				if d.Err != nil {
 					return d.Err
 				}
-				if err := sink.RestoreEntry(name, key, cell); err != nil {
+				if err := restore(key, cell); err != nil {
 					return fmt.Errorf("key group %d section at offset %d: %w", e.group, e.off, err)
 				}
+			}
+			if err := done(); err != nil {
+				return fmt.Errorf("key group %d section at offset %d: %w", e.group, e.off, err)
 			}
 		case tag == tagTimers:
 			j := d.Count(len(r.meta.Timers))

@@ -1,6 +1,7 @@
 package statetable
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -57,6 +58,22 @@ func (t *Table) RestoreEntry(name string, key, cell []byte) error {
 		return fmt.Errorf("%w %q", ErrUnknownState, name)
 	}
 	return r.restore(unsafe.String(unsafe.SliceData(key), len(key)), cell)
+}
+
+// Restorer returns the functions that restore a run of n entries of the
+// named state, as one section of a snapshot holds them: add decodes and
+// checks one entry (like RestoreEntry; the table keeps key), done stores
+// the whole run. A run in canonical order (see KeyGroupEntries) is stored
+// in one pass that builds the map's new subtrees bottom up; any other order
+// is sorted first. Entries added after the last done are not stored.
+// Writer goroutine only.
+func (t *Table) Restorer(name string, n int) (add func(key, cell []byte) error, done func() error, err error) {
+	r, ok := t.states[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	add, done = r.runRestorer(n)
+	return add, done, nil
 }
 
 // scan yields the entries of a view with hash in [lo, hi] in canonical
@@ -117,24 +134,71 @@ func (c *cells[K, N, C]) scan(view any, lo, hi uint64, yield func(key, cell []by
 	}
 }
 
-// restore decodes one entry and stores it. (Building the trie in one pass
-// from the sorted entries measured twice as slow as inserting them: the
-// pending slice's growth and zeroing cost more than the inserts.)
+// restore decodes one entry and stores it.
 func (c *cells[K, N, C]) restore(ck string, cellBytes []byte) error {
+	h, cell, err := c.decodeEntry(ck, cellBytes)
+	if err != nil {
+		return err
+	}
+	c.m.SetHashed(h, ck, cell, nil)
+	return nil
+}
+
+// decodeEntry checks a restored composite key and decodes its cell.
+func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte) (uint64, C, error) {
+	var zero C
 	kb, nb, err := splitComposite(ck)
 	if err != nil {
-		return fmt.Errorf("state %q: %w", c.info.Name, err)
+		return 0, zero, fmt.Errorf("state %q: %w", c.info.Name, err)
 	}
 	keyHash := HashKey([]byte(kb))
 	if g := KeyGroupOf(keyHash, c.t.maxPar); !c.t.owned.Contains(g) {
-		return fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, c.t.owned)
+		return 0, zero, fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, c.t.owned)
 	}
 	cell, err := c.cell.dec(cellBytes)
 	if err != nil {
-		return fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, len(cellBytes), err)
+		return 0, zero, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, len(cellBytes), err)
 	}
-	c.m.SetHashed(EntryHash(keyHash, []byte(nb)), ck, cell, nil)
-	return nil
+	return EntryHash(keyHash, []byte(nb)), cell, nil
+}
+
+// runRestorer implements Table.Restorer: the run goes into one array that
+// becomes the leaves of the map (cow.Map.SetRun).
+func (c *cells[K, N, C]) runRestorer(n int) (add func(key, cell []byte) error, done func() error) {
+	run := make([]cow.MapEntry[string, C], 0, n)
+	sorted := true
+	add = func(key, cellBytes []byte) error {
+		ck := unsafe.String(unsafe.SliceData(key), len(key))
+		h, cell, err := c.decodeEntry(ck, cellBytes)
+		if err != nil {
+			return err
+		}
+		if l := len(run) - 1; l >= 0 && (h < run[l].Hash || h == run[l].Hash && ck <= run[l].Key) {
+			sorted = false
+		}
+		run = append(run, cow.MapEntry[string, C]{Hash: h, Key: ck, Val: cell})
+		return nil
+	}
+	done = func() error {
+		if !sorted {
+			// Not canonical: sort, and keep the last of repeated keys.
+			slices.SortStableFunc(run, func(a, b cow.MapEntry[string, C]) int {
+				return cmp.Or(cmp.Compare(a.Hash, b.Hash), strings.Compare(a.Key, b.Key))
+			})
+			out := run[:0]
+			for i, e := range run {
+				if i+1 < len(run) && run[i+1].Hash == e.Hash && run[i+1].Key == e.Key {
+					continue
+				}
+				out = append(out, e)
+			}
+			run = out
+		}
+		c.m.SetRun(run)
+		run, sorted = nil, true
+		return nil
+	}
+	return add, done
 }
 
 // valueCell is the cell codec of value, reducing and aggregating state: the

@@ -128,6 +128,8 @@ type registered interface {
 	scan(view any, lo, hi uint64, yield func(key, cell []byte) bool)
 	// restore decodes one entry and stores it.
 	restore(ck string, cell []byte) error
+	// runRestorer returns the functions that restore a run of n entries.
+	runRestorer(n int) (add func(key, cell []byte) error, done func() error)
 	// diff yields the changes between two views (prev nil: empty).
 	diff(prev, next any, yield func(EntryChange) bool)
 	// delete removes one entry; patch applies an OpPatch change.
