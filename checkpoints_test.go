@@ -482,3 +482,67 @@ func TestVerifyStore(t *testing.T) {
 		t.Fatalf("damaged store: %v %v", d, err)
 	}
 }
+
+// TestCheckpoints_WhileMutating takes checkpoints without waiting for them
+// while the writer goes on (run with -race): diffs and writes run on their
+// own goroutines against live captures; each checkpoint restores to the
+// state frozen at its capture.
+func TestCheckpoints_WhileMutating(t *testing.T) {
+	st := newMemStorage()
+	j := newJob(t, 16, nil)
+	j.load(300, 1)
+	c := NewCheckpoints(j.b, st, CheckpointOptions{Retention: Retention{KeepLast: 100},
+		Policy: CheckpointPolicy{MaxChainLength: 3, MaxDeltaShare: 10, MaxChainShare: 100}})
+	wants := map[uint64][]string{}
+	var inflight []*Checkpoint
+	for id := uint64(1); id <= 12; id++ {
+		cp, err := c.Checkpoint(bg, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wants[id] = j.dump(t, nil)
+		inflight = append(inflight, cp)
+		for i := range 200 {
+			k := fmt.Sprint("key-", (int(id)*37+i)%400)
+			j.value.Put(k, "w0", int64(i))
+			j.list.Add(k, "w1", int64(i))
+			j.mp.Put(k, "w2", fmt.Sprint(i%9), int64(id))
+			j.timers.RegisterEventTime(k, "w", int64(i))
+		}
+		// Confirm the oldest finished ones as they complete.
+		for len(inflight) > 2 {
+			if err := inflight[0].Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Confirm(inflight[0].ID()); err != nil && !errors.Is(err, ErrCheckpoint) {
+				t.Fatal(err)
+			}
+			inflight = inflight[1:]
+		}
+	}
+	for _, cp := range inflight {
+		if err := cp.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms, err := ListCheckpoints(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	incremental := 0
+	for _, m := range ms {
+		if m.Kind == Incremental {
+			incremental++
+		}
+		got, _, err := restoreStore(t, st, m.ID, nil)
+		if err != nil {
+			t.Fatalf("restore %d: %v", m.ID, err)
+		}
+		if !slices.Equal(got.dump(t, nil), wants[m.ID]) {
+			t.Fatalf("checkpoint %d (%s) restores to another state", m.ID, m.Kind)
+		}
+	}
+	if incremental == 0 {
+		t.Fatal("no incremental checkpoint was taken")
+	}
+}
