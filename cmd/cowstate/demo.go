@@ -21,6 +21,7 @@ type demoConfig struct {
 	every          int64 // checkpoint interval, in events
 	crashAt        int64 // 0: part-way, between two checkpoints
 	gap            time.Duration
+	outOfOrder     time.Duration
 	maxParallelism int
 	seed           uint64
 	dir            string
@@ -31,18 +32,23 @@ type demoConfig struct {
 	// events than the checkpoint says, as a broken restore would lose
 	// them, so that verification must fail.
 	skipOnRestore int64
+	// waitCheckpoints is a test hook: each checkpoint is confirmed before
+	// processing goes on, so that the policy's choices (full or
+	// incremental) do not depend on timing.
+	waitCheckpoints bool
 }
 
 func (c *demoConfig) stream() streamConfig {
-	return streamConfig{Seed: c.seed, Keys: c.keys, Events: c.events}
+	return streamConfig{Seed: c.seed, Keys: c.keys, Events: c.events, OutOfOrder: c.outOfOrder.Milliseconds()}
 }
 
 func (c *demoConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.keys, "keys", 1_000_000, "number of distinct users (keys)")
 	fs.Int64Var(&c.events, "events", 2_000_000, "number of events in the stream")
-	fs.Int64Var(&c.every, "checkpoint-every", 100_000, "take a checkpoint every `n` events")
-	fs.Int64Var(&c.crashAt, "crash-at", 0, "crash after `n` events (default: between two checkpoints, 60% through the stream)")
+	fs.Int64Var(&c.every, "checkpoint-every", 50_000, "take a checkpoint every `n` events")
+	fs.Int64Var(&c.crashAt, "crash-at", 0, "crash after `n` events (default: between two checkpoints, 70% through the stream)")
 	fs.DurationVar(&c.gap, "gap", 10*time.Second, "session gap, in event time")
+	fs.DurationVar(&c.outOfOrder, "out-of-orderness", 5*time.Second, "bound on the out-of-orderness of event time: the watermark trails the highest event time by this much")
 	fs.IntVar(&c.maxParallelism, "max-parallelism", 128, "number of key groups")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the generated stream")
 	fs.StringVar(&c.dir, "dir", "", "checkpoint directory; must be empty or new (default: a temporary directory, removed at the end)")
@@ -62,11 +68,13 @@ func (c *demoConfig) check() error {
 		return fmt.Errorf("-events %d: need at least two checkpoint intervals (-checkpoint-every %d) of events", c.events, c.every)
 	case c.gap < time.Millisecond:
 		return fmt.Errorf("-gap %v: need at least 1ms", c.gap)
+	case c.outOfOrder < time.Millisecond:
+		return fmt.Errorf("-out-of-orderness %v: need at least 1ms", c.outOfOrder)
 	case c.maxParallelism < 2 || c.maxParallelism > statetable.MaxParallelismLimit:
 		return fmt.Errorf("-max-parallelism %d: need 2 to %d (the rescale splits the key groups in two)", c.maxParallelism, statetable.MaxParallelismLimit)
 	}
 	if c.crashAt == 0 {
-		c.crashAt = c.events*6/10/c.every*c.every + c.every/2
+		c.crashAt = c.events*7/10/c.every*c.every + c.every/2
 		c.crashAt = max(c.crashAt, c.every+c.every/2)
 	}
 	if c.crashAt <= c.every || c.crashAt >= c.events {
@@ -107,8 +115,8 @@ func runDemo(ctx context.Context, cfg *demoConfig, out, log io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "cowstate demo: %d users, %d events, session gap %v, checkpoint every %d events, crash after %d, %d key groups\n",
-		cfg.keys, cfg.events, cfg.gap, cfg.every, cfg.crashAt, cfg.maxParallelism)
+	fmt.Fprintf(out, "cowstate demo: %d users, %d events, session gap %v, out-of-orderness %v, checkpoint every %d events, crash after %d, %d key groups\n",
+		cfg.keys, cfg.events, cfg.gap, cfg.outOfOrder, cfg.every, cfg.crashAt, cfg.maxParallelism)
 	switch {
 	case cfg.dir != "":
 		fmt.Fprintf(out, "checkpoints in %s\n", dir)

@@ -36,7 +36,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"text/tabwriter"
 )
 
 // command is one subcommand, in the style of the go tool's.
@@ -211,11 +210,9 @@ func lookup(name string) *command {
 // mainUsage prints the list of commands.
 func mainUsage(w io.Writer) {
 	fmt.Fprint(w, "Cowstate runs the cowstate demo job and inspects and verifies checkpoint stores.\n\nUsage:\n\n\tcowstate <command> [arguments]\n\nThe commands are:\n\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, c := range commands {
-		fmt.Fprintf(tw, "\t%s\t%s\n", c.name, c.short)
+		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.short)
 	}
-	tw.Flush()
 	fmt.Fprint(w, "\nUse \"cowstate help <command>\" for more information about a command.\n")
 }
 

@@ -143,6 +143,9 @@ func (p *pipeline) checkpoint(id uint64) error {
 	}
 	p.inflight = append(p.inflight, cp)
 	p.taken++
+	if p.cfg.waitCheckpoints {
+		return p.poll(true)
+	}
 	return nil
 }
 

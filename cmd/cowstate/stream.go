@@ -16,9 +16,10 @@ type Event struct {
 // streamConfig describes a generated stream; two streams with the same
 // config yield the same events in the same order.
 type streamConfig struct {
-	Seed   uint64
-	Keys   int   // distinct users
-	Events int64 // length of the stream
+	Seed       uint64
+	Keys       int   // distinct users
+	Events     int64 // length of the stream
+	OutOfOrder int64 // bound on ordinary lateness (ms), > 0
 }
 
 const (
@@ -27,17 +28,16 @@ const (
 	// eventSpacing is the event-time distance between consecutive events
 	// before out-of-orderness (ms): a thousand events per second.
 	eventSpacing = 1
-	// maxOutOfOrder is the bound on ordinary lateness (ms); the watermark
-	// trails the highest event time seen by this much.
-	maxOutOfOrder = 5_000
-	// stragglerDelay bounds the delay of the rare stragglers (ms), some of
-	// which arrive behind the watermark and are counted as late.
-	stragglerDelay = 60_000
+	// stragglerFactor: the rare stragglers are delayed by up to this many
+	// times the out-of-orderness bound, so that some arrive behind the
+	// watermark and are counted as late.
+	stragglerFactor = 12
 )
 
 // Stream is a deterministic, replayable generator of user events (seeded
 // math/rand/v2): event time mostly increasing, 10% of events delayed by
-// up to maxOutOfOrder, 0.1% by up to stragglerDelay; 70% of the events
+// up to the out-of-orderness bound, 0.1% by up to stragglerFactor times
+// it; 70% of the events
 // come from users chosen uniformly, 30% from a Zipf-distributed set of
 // heavy users. Like a partitioned log, it can be replayed from any offset
 // (by regenerating and discarding the events before it), which is what a
@@ -58,7 +58,7 @@ func newStream(cfg streamConfig) *Stream {
 		cfg:     cfg,
 		r:       r,
 		zipf:    rand.NewZipf(r, 1.1, 1, uint64(cfg.Keys-1)),
-		maxTime: streamStart - maxOutOfOrder,
+		maxTime: streamStart,
 	}
 }
 
@@ -69,8 +69,9 @@ func (s *Stream) Pos() int64 { return s.pos }
 func (s *Stream) Done() bool { return s.pos >= s.cfg.Events }
 
 // Watermark returns the event time up to which the stream promises no more
-// (ordinary) events: the highest event time yielded minus maxOutOfOrder.
-func (s *Stream) Watermark() int64 { return s.maxTime - maxOutOfOrder }
+// (ordinary) events: the highest event time yielded minus the
+// out-of-orderness bound.
+func (s *Stream) Watermark() int64 { return s.maxTime - s.cfg.OutOfOrder }
 
 // Next returns the next event; call it only while !Done().
 func (s *Stream) Next() Event {
@@ -89,9 +90,9 @@ func (s *Stream) draw() (user uint64, t, amount int64) {
 	t = streamStart + s.pos*eventSpacing
 	switch p := s.r.Float64(); {
 	case p < 0.001:
-		t -= s.r.Int64N(stragglerDelay)
+		t -= s.r.Int64N(stragglerFactor * s.cfg.OutOfOrder)
 	case p < 0.1:
-		t -= s.r.Int64N(maxOutOfOrder)
+		t -= s.r.Int64N(s.cfg.OutOfOrder)
 	}
 	amount = 1 + s.r.Int64N(100)
 	s.pos++
