@@ -35,6 +35,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 )
 
@@ -269,6 +270,12 @@ func setupDemo(fs *flag.FlagSet) runFunc {
 		}
 		if err := cfg.check(); err != nil {
 			return usageError{err.Error()}
+		}
+		// The demo's state is millions of small heap objects: a higher GC
+		// target trades memory (about 450 MB at the defaults) for a sixth
+		// less CPU. GOGC in the environment wins.
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(200)
 		}
 		return runDemo(ctx, cfg, stdout, stderr)
 	}
