@@ -74,8 +74,10 @@ func (c *demoConfig) check() error {
 		return fmt.Errorf("-max-parallelism %d: need 2 to %d (the rescale splits the key groups in two)", c.maxParallelism, statetable.MaxParallelismLimit)
 	}
 	if c.crashAt == 0 {
-		c.crashAt = c.events*7/10/c.every*c.every + c.every/2
-		c.crashAt = max(c.crashAt, c.every+c.every/2)
+		// Three quarters into the interval after the checkpoint at 70%:
+		// that checkpoint has usually committed, the next one not begun.
+		c.crashAt = c.events*7/10/c.every*c.every + c.every*3/4
+		c.crashAt = max(c.crashAt, c.every+c.every*3/4)
 	}
 	if c.crashAt <= c.every || c.crashAt >= c.events {
 		return fmt.Errorf("-crash-at %d: must be after the first checkpoint (event %d) and before the end of the stream (%d)", c.crashAt, c.every, c.events)

@@ -58,13 +58,22 @@ func inspect(dir string, verbose bool, stdout, stderr io.Writer) error {
 	fmt.Fprintln(tw, "ID\tKIND\tCHAIN\tSIZE\tTIMERS\tKEY GROUPS\tSTATES (entries)")
 	for _, m := range ms {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%v\t%s\n", m.ID, m.Kind, chain(m), formatBytes(m.Size()), m.Timers, m.KeyGroups, states(m))
-		if verbose {
-			for _, s := range m.Segments {
-				fmt.Fprintf(tw, "\t\t  %s\t%s\t\t\t\n", s.Name, formatBytes(s.Size))
-			}
-		}
 	}
 	tw.Flush()
+	if verbose {
+		for _, m := range ms {
+			fmt.Fprintf(stdout, "\n%s %d:\n", m.Kind, m.ID)
+			tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+			for _, s := range m.Segments {
+				what := "full snapshot"
+				if s.Delta {
+					what = fmt.Sprintf("delta %d -> %d", s.Base, s.Target)
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\txxhash64 %s\n", s.Name, what, formatBytes(s.Size), s.Sum)
+			}
+			tw.Flush()
+		}
+	}
 	if listErr != nil {
 		fmt.Fprintf(stderr, "cowstate inspect: %v\n", listErr)
 		fmt.Fprintf(stderr, "cowstate inspect: run 'cowstate verify %s' to check the whole store\n", dir)

@@ -98,8 +98,27 @@ func (p *pipeline) advance(wm int64) error {
 	return nil
 }
 
-// run processes events until the stream's offset is until.
+// run processes events until the stream's offset is until. On an error
+// (or cancellation) it stops the checkpoints in flight first, so that
+// nothing writes to the store any more.
 func (p *pipeline) run(until int64) error {
+	err := p.loop(until)
+	if err != nil {
+		p.stop()
+	}
+	return err
+}
+
+// stop cancels the checkpoints in flight and waits for them.
+func (p *pipeline) stop() {
+	p.cancel()
+	for _, cp := range p.inflight {
+		cp.Wait()
+	}
+	p.inflight = nil
+}
+
+func (p *pipeline) loop(until int64) error {
 	until = min(until, p.cfg.events)
 	p.progress.begin(p.name, p.src.Pos())
 	for p.src.Pos() < until {
@@ -183,6 +202,7 @@ func (p *pipeline) finish() error {
 	}
 	if p.store != nil {
 		if err := p.poll(true); err != nil {
+			p.stop()
 			return err
 		}
 	}
