@@ -173,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { cmdUsage(stderr, cmd, fs) }
+	fs.Usage = func() { cmdUsage(stderr, cmd) }
 	runCmd := cmd.setup(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -189,7 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "cowstate %s: %s\n", cmd.name, ue.msg)
-		cmdUsage(stderr, cmd, fs)
+		cmdUsage(stderr, cmd)
 		return 2
 	case errors.As(err, &ee):
 		return int(ee)
@@ -217,14 +217,10 @@ func mainUsage(w io.Writer) {
 	fmt.Fprint(w, "\nUse \"cowstate help <command>\" for more information about a command.\n")
 }
 
-// cmdUsage prints a command's usage line, its description and its flags.
-func cmdUsage(w io.Writer, cmd *command, fs *flag.FlagSet) {
+// cmdUsage prints a command's usage line and where to read more, as the go
+// command does after a mistake on its command line.
+func cmdUsage(w io.Writer, cmd *command) {
 	fmt.Fprintf(w, "usage: cowstate %s\nRun 'cowstate help %s' for details.\n", cmd.usageLine, cmd.name)
-	if fs != nil && hasFlags(fs) {
-		fmt.Fprintln(w, "\nFlags:")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
 }
 
 func hasFlags(fs *flag.FlagSet) bool {
