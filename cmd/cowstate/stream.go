@@ -26,8 +26,8 @@ const (
 	// streamStart is the event time of the first event (ms).
 	streamStart = 1_700_000_000_000
 	// eventSpacing is the event-time distance between consecutive events
-	// before out-of-orderness (ms): a thousand events per second.
-	eventSpacing = 1
+	// before out-of-orderness (ms): five hundred events per second.
+	eventSpacing = 2
 	// stragglerFactor: the rare stragglers are delayed by up to this many
 	// times the out-of-orderness bound, so that some arrive behind the
 	// watermark and are counted as late.
