@@ -145,7 +145,7 @@ func runDemo(ctx context.Context, cfg *demoConfig, out, log io.Writer) (err erro
 	if err := rep.addResult(ref); err != nil {
 		return err
 	}
-	ref = nil
+	ref = nil // done with its backend: give the memory back before the next run
 	runtime.GC()
 
 	// 2. The same job with checkpoints, until it crashes.
