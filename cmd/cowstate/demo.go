@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/statetable"
+)
+
+// demoConfig is the demo's configuration, from its flags.
+type demoConfig struct {
+	keys           int
+	events         int64
+	every          int64 // checkpoint interval, in events
+	crashAt        int64 // 0: part-way, between two checkpoints
+	gap            time.Duration
+	outOfOrder     time.Duration
+	maxParallelism int
+	seed           uint64
+	dir            string
+	keep           bool
+	progress       time.Duration
+
+	// skipOnRestore is a test hook: the restored runs skip this many more
+	// events than the checkpoint says, as a broken restore would lose
+	// them, so that verification must fail.
+	skipOnRestore int64
+	// waitCheckpoints is a test hook: each checkpoint is confirmed before
+	// processing goes on, so that the policy's choices (full or
+	// incremental) do not depend on timing.
+	waitCheckpoints bool
+}
+
+func (c *demoConfig) stream() streamConfig {
+	return streamConfig{Seed: c.seed, Keys: c.keys, Events: c.events, OutOfOrder: c.outOfOrder.Milliseconds()}
+}
+
+func (c *demoConfig) flags(fs *flag.FlagSet) {
+	fs.IntVar(&c.keys, "keys", 1_000_000, "`n` distinct users (keys)")
+	fs.Int64Var(&c.events, "events", 2_000_000, "the stream's length: `n` events")
+	fs.Int64Var(&c.every, "checkpoint-every", 50_000, "take a checkpoint every `n` events")
+	fs.Int64Var(&c.crashAt, "crash-at", 0, "crash after `n` events (default: between two checkpoints, 70% through the stream)")
+	fs.DurationVar(&c.gap, "gap", 10*time.Second, "session gap, in event time")
+	fs.DurationVar(&c.outOfOrder, "out-of-orderness", 5*time.Second, "bound on the out-of-orderness of event time: the watermark trails the highest event time by this much")
+	fs.IntVar(&c.maxParallelism, "max-parallelism", 128, "number of key groups")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the generated stream")
+	fs.StringVar(&c.dir, "dir", "", "checkpoint `directory`; must be empty or new (default: a temporary directory, removed at the end)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the temporary checkpoint directory, for cowstate inspect and verify")
+	fs.DurationVar(&c.progress, "progress", time.Second, "interval of the progress lines on standard error (0: none)")
+}
+
+// check validates the flags and fills in the defaults that depend on
+// others.
+func (c *demoConfig) check() error {
+	switch {
+	case c.keys < 1:
+		return fmt.Errorf("-keys %d: need at least 1 key", c.keys)
+	case c.every < 1:
+		return fmt.Errorf("-checkpoint-every %d: need a positive interval", c.every)
+	case c.events < 2*c.every:
+		return fmt.Errorf("-events %d: need at least two checkpoint intervals (-checkpoint-every %d) of events", c.events, c.every)
+	case c.gap < time.Millisecond:
+		return fmt.Errorf("-gap %v: need at least 1ms", c.gap)
+	case c.outOfOrder < time.Millisecond:
+		return fmt.Errorf("-out-of-orderness %v: need at least 1ms", c.outOfOrder)
+	case c.maxParallelism < 2 || c.maxParallelism > statetable.MaxParallelismLimit:
+		return fmt.Errorf("-max-parallelism %d: need 2 to %d (the rescale splits the key groups in two)", c.maxParallelism, statetable.MaxParallelismLimit)
+	}
+	if c.crashAt == 0 {
+		// Three quarters into the interval after the checkpoint at 70%:
+		// that checkpoint has usually committed, the next one not begun.
+		c.crashAt = c.events*7/10/c.every*c.every + c.every*3/4
+		c.crashAt = max(c.crashAt, c.every+c.every*3/4)
+	}
+	if c.crashAt <= c.every || c.crashAt >= c.events {
+		return fmt.Errorf("-crash-at %d: must be after the first checkpoint (event %d) and before the end of the stream (%d)", c.crashAt, c.every, c.events)
+	}
+	return nil
+}
+
+// errVerify is returned when the restored runs' results differ from the
+// uninterrupted run's.
+var errVerify = errors.New("verification failed")
+
+// runDemo runs the demo: an uninterrupted run for reference, a
+// checkpointed run that crashes part-way, a restore into one backend and
+// one into two (a rescale), each replaying the stream from the restored
+// checkpoint to the end, and the comparison of their results. It prints
+// the summary to out and progress to log.
+func runDemo(ctx context.Context, cfg *demoConfig, out, log io.Writer) (err error) {
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	dir := cfg.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "cowstate-demo-"); err != nil {
+			return err
+		}
+		if !cfg.keep {
+			defer func() {
+				if rerr := os.RemoveAll(dir); err == nil {
+					err = rerr
+				}
+			}()
+		}
+	} else if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("-dir %s is not empty: give a new or empty directory (the demo restores the newest checkpoint it finds there)", dir)
+	}
+	st, err := cowstate.DirStorage(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "cowstate demo: %d users, %d events, session gap %v, out-of-orderness %v, checkpoint every %d events, crash after %d, %d key groups\n",
+		cfg.keys, cfg.events, cfg.gap, cfg.outOfOrder, cfg.every, cfg.crashAt, cfg.maxParallelism)
+	switch {
+	case cfg.dir != "":
+		fmt.Fprintf(out, "checkpoints in %s\n", dir)
+	case cfg.keep:
+		fmt.Fprintf(out, "checkpoints in %s (kept: try cowstate inspect %[1]s)\n", dir)
+	default:
+		fmt.Fprintf(out, "checkpoints in %s (removed at the end; -keep keeps it)\n", dir)
+	}
+	start := time.Now()
+	rep := &report{}
+	prog := &progress{w: log, interval: cfg.progress}
+
+	// 1. The reference: the whole stream, no checkpoint, no crash.
+	ref, err := newPipeline(ctx, "uninterrupted", cfg, 1, &sessionSink{}, rep, prog)
+	if err != nil {
+		return err
+	}
+	if err := ref.run(cfg.events); err != nil {
+		return err
+	}
+	if err := ref.finish(); err != nil {
+		return err
+	}
+	if err := rep.addResult(ref); err != nil {
+		return err
+	}
+	ref = nil // done with its backend: give the memory back before the next run
+	runtime.GC()
+
+	// 2. The same job with checkpoints, until it crashes.
+	sink := &sessionSink{}
+	live, err := newPipeline(ctx, "checkpointed", cfg, 1, sink, rep, prog)
+	if err != nil {
+		return err
+	}
+	live.store = cowstate.NewCheckpoints(live.tasks[0].b, st, cowstate.CheckpointOptions{})
+	if err := live.run(cfg.crashAt); err != nil {
+		return err
+	}
+	live.crash()
+	live = nil
+	runtime.GC()
+
+	// 3. Restore the newest checkpoint into a fresh backend and finish the
+	// stream from there, checkpointing on.
+	restored, err := newPipeline(ctx, "restored", cfg, 1, sink.Crash(), rep, prog)
+	if err != nil {
+		return err
+	}
+	restored.store = cowstate.NewCheckpoints(restored.tasks[0].b, st, cowstate.CheckpointOptions{})
+	t0 := time.Now()
+	m, err := restored.store.Restore(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("restore after the crash: %w", err)
+	}
+	rep.restored = m
+	rep.restores = append(rep.restores, restoreRow{1, restored.tasks[0].b.KeyGroups(), time.Since(t0)})
+	// Keep the restored checkpoint for the rescale below.
+	if err := restored.store.SetRetention(cowstate.Retention{Pinned: []uint64{m.ID}}); err != nil {
+		return err
+	}
+	if err := replay(restored, m.ID); err != nil {
+		return err
+	}
+	restored = nil
+	runtime.GC()
+
+	// 4. Restore the same checkpoint into two backends that split the key
+	// groups (a rescale from parallelism 1 to 2) and finish the stream.
+	rescaled, err := newPipeline(ctx, "rescaled", cfg, 2, sink.Crash(), rep, prog)
+	if err != nil {
+		return err
+	}
+	for _, t := range rescaled.tasks {
+		t0 := time.Now()
+		if _, err := cowstate.NewCheckpoints(t.b, st, cowstate.CheckpointOptions{}).Restore(ctx, m.ID); err != nil {
+			return fmt.Errorf("rescaled restore of key groups %v: %w", t.b.KeyGroups(), err)
+		}
+		rep.restores = append(rep.restores, restoreRow{2, t.b.KeyGroups(), time.Since(t0)})
+	}
+	if err := replay(rescaled, m.ID); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(out)
+	rep.write(out)
+	fmt.Fprintln(out)
+	if bad := rep.mismatches(); len(bad) > 0 {
+		for _, b := range bad {
+			fmt.Fprintln(out, "MISMATCH:", b)
+		}
+		return errVerify
+	}
+	fmt.Fprintf(out, "ok: the restored and the rescaled runs match the uninterrupted run (%v in all)\n", time.Since(start).Round(10*time.Millisecond))
+	return nil
+}
+
+// replay finishes the stream on a pipeline restored from checkpoint id:
+// the sink recovers to id, the stream is replayed from offset id, and the
+// results are recorded.
+func replay(p *pipeline, id uint64) error {
+	p.sink.Recover(id)
+	if err := p.seek(int64(id) + p.cfg.skipOnRestore); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	if err := p.run(p.cfg.events); err != nil {
+		return err
+	}
+	if err := p.finish(); err != nil {
+		return err
+	}
+	return p.report.addResult(p)
+}
+
+// addResult records the results of a finished pipeline.
+func (r *report) addResult(p *pipeline) error {
+	counts, err := p.counts()
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	name := p.name
+	if len(p.tasks) > 1 {
+		name = fmt.Sprintf("%s (%d backends)", name, len(p.tasks))
+	}
+	r.results = append(r.results, resultRow{run: name, sessions: p.sink.committed, counts: counts, open: p.openWindows()})
+	return nil
+}

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/statetable"
+)
+
+// watermarkEvery is how often (in events) the pipeline advances the
+// watermark; it also advances it right before every checkpoint. Both are
+// positions in the stream, so every run, interrupted or not, sees the same
+// watermarks at the same offsets.
+const watermarkEvery = 1000
+
+// task is one operator subtask: a backend owning a range of key groups and
+// the job instance on it.
+type task struct {
+	b   *cowstate.Backend
+	job *sessionJob
+}
+
+// pipeline runs the stream through one or more subtasks, routing each
+// event to the subtask owning its key's key group, advancing watermarks,
+// and (with a store) taking checkpoints and committing the sink when they
+// are confirmed. Everything runs on the calling goroutine, the backends'
+// single writer; checkpoints are written in the background by the store.
+type pipeline struct {
+	name   string
+	cfg    *demoConfig
+	tasks  []*task
+	src    *Stream
+	sink   *sessionSink
+	store  *cowstate.Checkpoints // nil: no checkpoints
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	inflight []*cowstate.Checkpoint
+	taken    int
+	report   *report
+	progress *progress
+}
+
+// newPipeline returns a pipeline of parallelism subtasks (the key groups
+// split as statetable.RangeForOperator does) over a stream at offset 0.
+func newPipeline(ctx context.Context, name string, cfg *demoConfig, parallelism int, sink *sessionSink, rep *report, prog *progress) (*pipeline, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &pipeline{name: name, cfg: cfg, src: newStream(cfg.stream()), sink: sink, ctx: ctx, cancel: cancel, report: rep, progress: prog}
+	for i := range parallelism {
+		kgs := statetable.RangeForOperator(cfg.maxParallelism, parallelism, i)
+		b, err := cowstate.New(cowstate.Config{MaxParallelism: cfg.maxParallelism, KeyGroups: &kgs})
+		if err != nil {
+			return nil, err
+		}
+		job, err := newSessionJob(b, cfg.gap.Milliseconds(), sink.Emit)
+		if err != nil {
+			return nil, err
+		}
+		p.tasks = append(p.tasks, &task{b: b, job: job})
+	}
+	return p, nil
+}
+
+// route returns the subtask that owns the key of e.
+func (p *pipeline) route(e Event) *task {
+	if len(p.tasks) == 1 {
+		return p.tasks[0]
+	}
+	g := statetable.KeyGroupOf(statetable.HashKey([]byte(e.User)), p.cfg.maxParallelism)
+	for _, t := range p.tasks {
+		if t.b.KeyGroups().Contains(g) {
+			return t
+		}
+	}
+	panic(fmt.Sprintf("no subtask owns key group %d", g))
+}
+
+// seek positions the stream at offset (a replay after a restore) and
+// brings the subtasks' watermarks to where they were at that offset. The
+// watermark is not part of a checkpoint (see the report): it is a
+// function of the stream position, so the replay recomputes it.
+func (p *pipeline) seek(offset int64) error {
+	p.src.Skip(offset)
+	return p.advance(p.src.Watermark())
+}
+
+// advance advances every subtask's watermark.
+func (p *pipeline) advance(wm int64) error {
+	for _, t := range p.tasks {
+		if err := t.job.AdvanceWatermark(wm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run processes events until the stream's offset is until. On an error
+// (or cancellation) it stops the checkpoints in flight first, so that
+// nothing writes to the store any more.
+func (p *pipeline) run(until int64) error {
+	err := p.loop(until)
+	if err != nil {
+		p.stop()
+	}
+	return err
+}
+
+// stop cancels the checkpoints in flight and waits for them.
+func (p *pipeline) stop() {
+	p.cancel()
+	for _, cp := range p.inflight {
+		cp.Wait()
+	}
+	p.inflight = nil
+}
+
+func (p *pipeline) loop(until int64) error {
+	until = min(until, p.cfg.events)
+	p.progress.begin(p.name, p.src.Pos())
+	for p.src.Pos() < until {
+		e := p.src.Next()
+		if err := p.route(e).job.Process(e); err != nil {
+			return fmt.Errorf("%s: event %d: %w", p.name, p.src.Pos()-1, err)
+		}
+		pos := p.src.Pos()
+		checkpoint := pos%p.cfg.every == 0
+		if pos%watermarkEvery == 0 || checkpoint {
+			if err := p.advance(p.src.Watermark()); err != nil {
+				return fmt.Errorf("%s: watermark at event %d: %w", p.name, pos, err)
+			}
+		}
+		if checkpoint && p.store != nil {
+			if err := p.checkpoint(uint64(pos)); err != nil {
+				return err
+			}
+		}
+		if pos%1024 == 0 {
+			if err := p.poll(false); err != nil {
+				return err
+			}
+			if err := p.ctx.Err(); err != nil {
+				return err
+			}
+			p.progress.tick(p.name, pos, p.cfg.events, p.taken)
+		}
+	}
+	return nil
+}
+
+// checkpoint takes checkpoint id (the number of events processed: the
+// offset to replay from) and prepares the sink's open transaction under
+// it.
+func (p *pipeline) checkpoint(id uint64) error {
+	p.sink.Prepare(id)
+	cp, err := p.store.Checkpoint(p.ctx, id)
+	if err != nil {
+		return fmt.Errorf("%s: checkpoint %d: %w", p.name, id, err)
+	}
+	p.inflight = append(p.inflight, cp)
+	p.taken++
+	if p.cfg.waitCheckpoints {
+		return p.poll(true)
+	}
+	return nil
+}
+
+// poll confirms the checkpoints written so far, oldest first, and commits
+// the sink up to them; with wait, it waits for all of them.
+func (p *pipeline) poll(wait bool) error {
+	for len(p.inflight) > 0 {
+		cp := p.inflight[0]
+		if !wait {
+			select {
+			case <-cp.Done():
+			default:
+				return nil
+			}
+		}
+		err := cp.Wait()
+		p.inflight = p.inflight[1:]
+		p.report.addCheckpoint(p.name, cp, "confirmed", true)
+		if err != nil {
+			return fmt.Errorf("%s: checkpoint %d: %w", p.name, cp.ID(), err)
+		}
+		if err := p.store.Confirm(cp.ID()); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		p.sink.Commit(cp.ID())
+	}
+	return nil
+}
+
+// finish ends the stream: a final watermark fires every open window, the
+// checkpoints in flight are confirmed and the sink commits everything.
+func (p *pipeline) finish() error {
+	if err := p.advance(math.MaxInt64); err != nil {
+		return fmt.Errorf("%s: final watermark: %w", p.name, err)
+	}
+	if p.store != nil {
+		if err := p.poll(true); err != nil {
+			p.stop()
+			return err
+		}
+	}
+	p.sink.Finish()
+	p.progress.done(p.name, p.src.Pos(), p.taken)
+	p.cancel()
+	return nil
+}
+
+// crash simulates the death of the process: checkpoint writes in flight
+// are cancelled (one that already committed its manifest stays
+// restorable, as it would on disk), and the backends are dropped.
+func (p *pipeline) crash() {
+	p.cancel()
+	for _, cp := range p.inflight {
+		status := "committed, unconfirmed at the crash"
+		if cp.Wait() != nil {
+			status = "lost in the crash"
+		}
+		p.report.addCheckpoint(p.name, cp, status, false)
+	}
+	p.progress.done(p.name, p.src.Pos(), p.taken)
+	p.inflight, p.tasks, p.store = nil, nil, nil
+}
+
+// counts returns the digest of the per-user results held in state: each
+// user's running count and late events.
+func (p *pipeline) counts() (digest, error) {
+	var d digest
+	var buf []byte
+	for _, t := range p.tasks {
+		for user := range t.job.count.Keys(void) {
+			n, err := t.job.count.Get(user, void)
+			if err != nil {
+				return d, err
+			}
+			late, _, err := t.job.late.Get(user, void)
+			if err != nil {
+				return d, err
+			}
+			buf = fmt.Appendf(buf[:0], "%s %d %d", user, n, late)
+			d.add(buf)
+		}
+	}
+	return d, nil
+}
+
+// openWindows returns the windows still open in state (0 after finish).
+func (p *pipeline) openWindows() int {
+	n := 0
+	for _, t := range p.tasks {
+		n += t.job.windows.Count() + t.job.session.Count()
+	}
+	return n
+}
+
+// progress prints a line to w at most every interval while a run goes on.
+type progress struct {
+	w        io.Writer
+	interval time.Duration
+	last     time.Time
+	lastPos  int64
+	phase    string
+	start    time.Time
+	startPos int64
+}
+
+// begin starts timing a run from offset pos.
+func (pr *progress) begin(phase string, pos int64) {
+	now := time.Now()
+	pr.phase, pr.last, pr.lastPos, pr.start, pr.startPos = phase, now, pos, now, pos
+}
+
+// tick prints a progress line if the interval has passed since the last.
+func (pr *progress) tick(phase string, pos, total int64, checkpoints int) {
+	if pr.w == nil || pr.interval <= 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(pr.last) < pr.interval {
+		return
+	}
+	rate := float64(pos-pr.lastPos) / now.Sub(pr.last).Seconds()
+	fmt.Fprintf(pr.w, "cowstate demo: %-13s %9d/%d events %9.0f events/s %4d checkpoints\n", phase, pos, total, rate, checkpoints)
+	pr.last, pr.lastPos = now, pos
+}
+
+// done prints the totals of the run.
+func (pr *progress) done(phase string, pos int64, checkpoints int) {
+	if pr.w == nil || pr.interval <= 0 {
+		return
+	}
+	el := time.Since(pr.start)
+	fmt.Fprintf(pr.w, "cowstate demo: %-13s %9d events in %v (%.0f events/s), %d checkpoints\n",
+		phase, pos-pr.startPos, el.Round(time.Millisecond), float64(pos-pr.startPos)/el.Seconds(), checkpoints)
+}
