@@ -515,7 +515,7 @@ func (c *Checkpoints) DeleteSavepoint(id uint64) error {
 	return c.Cleanup()
 }
 
-// List returns the manifests of the committed checkpoints and savepoints,
+// ListCheckpoints returns the manifests of the committed checkpoints and savepoints,
 // checkpoints first, each by ascending id. A manifest that does not decode
 // is reported in the error (the others are still returned).
 func ListCheckpoints(st Storage) ([]*Manifest, error) {
