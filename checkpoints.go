@@ -106,6 +106,7 @@ type Checkpoint struct {
 	cancel   context.CancelFunc
 	snap     *Snapshot // live until confirmed and replaced, or aborted
 	names    []string  // storage names cleanup leaves alone while it runs
+	userMeta []byte
 	progress snapshot.Progress
 	capture  time.Duration
 
@@ -161,17 +162,24 @@ func (cp *Checkpoint) WriteTime() time.Duration {
 // restorable once its handle is Done without error; it becomes the base of
 // later deltas only once confirmed. Writer goroutine only.
 func (c *Checkpoints) Checkpoint(ctx context.Context, id uint64) (*Checkpoint, error) {
-	return c.take(ctx, id, false)
+	return c.take(ctx, id, false, nil)
+}
+
+// CheckpointWith is Checkpoint with user metadata stored in the manifest
+// (Manifest.UserMeta), for what is not keyed state: source offsets,
+// watermarks, sink transaction ids. Restore returns it with the manifest.
+func (c *Checkpoints) CheckpointWith(ctx context.Context, id uint64, userMeta []byte) (*Checkpoint, error) {
+	return c.take(ctx, id, false, bytes.Clone(userMeta))
 }
 
 // Savepoint writes a savepoint: a canonical full snapshot in files of its
 // own, which no checkpoint depends on and retention never deletes. Its id
 // space is separate from the checkpoints'. Writer goroutine only.
 func (c *Checkpoints) Savepoint(ctx context.Context, id uint64) (*Checkpoint, error) {
-	return c.take(ctx, id, true)
+	return c.take(ctx, id, true, nil)
 }
 
-func (c *Checkpoints) take(ctx context.Context, id uint64, savepoint bool) (*Checkpoint, error) {
+func (c *Checkpoints) take(ctx context.Context, id uint64, savepoint bool, userMeta []byte) (*Checkpoint, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !savepoint {
@@ -183,7 +191,7 @@ func (c *Checkpoints) take(ctx context.Context, id uint64, savepoint bool) (*Che
 	start := time.Now()
 	snap := c.b.Snapshot()
 	ctx, cancel := context.WithCancel(ctx)
-	cp := &Checkpoint{id: id, done: make(chan struct{}), cancel: cancel, snap: snap, capture: time.Since(start)}
+	cp := &Checkpoint{id: id, done: make(chan struct{}), cancel: cancel, snap: snap, capture: time.Since(start), userMeta: userMeta}
 	if savepoint {
 		cp.names = []string{manifestName(id, true), fullName(id, true)}
 		c.use(cp.names...)
@@ -261,8 +269,9 @@ func (c *Checkpoints) releaseBase(b *checkpointBase) {
 }
 
 // manifestOf starts the manifest of a checkpoint of snap.
-func manifestOf(id uint64, kind CheckpointKind, snap *Snapshot) *Manifest {
-	m := &Manifest{
+func manifestOf(cp *Checkpoint, kind CheckpointKind) *Manifest {
+	id, snap := cp.id, cp.snap
+	m := &Manifest{UserMeta: cp.userMeta,
 		ID: id, Kind: kind, Version: snap.Version(),
 		MaxParallelism: snap.state.MaxParallelism(), KeyGroups: snap.state.KeyGroups(),
 		States: map[string]int{},
@@ -277,7 +286,7 @@ func manifestOf(id uint64, kind CheckpointKind, snap *Snapshot) *Manifest {
 }
 
 func (c *Checkpoints) writeSavepoint(ctx context.Context, cp *Checkpoint) (*Manifest, error) {
-	m := manifestOf(cp.id, SavepointKind, cp.snap)
+	m := manifestOf(cp, SavepointKind)
 	seg, err := c.writeFull(ctx, cp, fullName(cp.id, true), true)
 	if err != nil {
 		return nil, err
@@ -306,7 +315,7 @@ func (c *Checkpoints) writeCheckpoint(ctx context.Context, cp *Checkpoint, base 
 			return m, err
 		}
 	}
-	m := manifestOf(cp.id, Full, cp.snap)
+	m := manifestOf(cp, Full)
 	seg, err := c.writeFull(ctx, cp, fullName(cp.id, false), false)
 	if err != nil {
 		return nil, err
@@ -338,7 +347,7 @@ func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base
 	if float64(size) > c.policy.MaxDeltaShare*float64(full) || float64(chainBytes+size) > c.policy.MaxChainShare*float64(full) {
 		return nil, nil
 	}
-	m := manifestOf(cp.id, Incremental, cp.snap)
+	m := manifestOf(cp, Incremental)
 	m.Changed = entries + timers
 	file := buf.Bytes()
 	segBase := base.manifest.ID

@@ -290,14 +290,21 @@ func TestCheckpoints_DirStorage(t *testing.T) {
 		}
 		j.load(5, int(id)+1)
 	}
+	cp4, err := c.CheckpointWith(bg, 4, []byte("offset=42"))
+	if err != nil || cp4.Wait() != nil {
+		t.Fatal(err, cp4.Wait())
+	}
+	if m, _ := readManifest(st, manifestName(4, false)); string(m.UserMeta) != "offset=42" {
+		t.Fatalf("user metadata %q", m.UserMeta)
+	}
 	sp, err := c.Savepoint(bg, 1)
 	if err != nil || sp.Wait() != nil {
 		t.Fatal(err, sp.Wait())
 	}
 	want := j.dump(t, nil)
 	got, m, err := restoreStore(t, st, 0, nil)
-	if err != nil || m.ID != 3 {
-		t.Fatal(err)
+	if err != nil || m.ID != 4 || string(m.UserMeta) != "offset=42" {
+		t.Fatal(err, m)
 	}
 	_ = got
 	j2 := newJob(t, 16, nil)

@@ -48,6 +48,8 @@ type Manifest struct {
 	States  map[string]int `json:"states"`
 	Timers  int            `json:"timers"`
 	Changed int            `json:"changed"` // entries and timers in its own delta (incremental)
+	// UserMeta is what CheckpointWith was given.
+	UserMeta []byte `json:"user_meta,omitempty"`
 }
 
 // Segment is one file of a checkpoint's chain.
