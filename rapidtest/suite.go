@@ -86,7 +86,7 @@ type Options struct {
 	// Groups selects the operation groups (0: AllGroups). A machine whose
 	// own groups do not intersect them is skipped.
 	Groups Group
-	// Keys is the number of distinct keys (default 6), Namespaces the
+	// Keys is the number of distinct keys (default 4), Namespaces the
 	// number of distinct namespaces, "" included (default 3).
 	Keys, Namespaces int
 	// Steps is the most operations in one test case (default 100, or 50
@@ -116,7 +116,7 @@ func (o Options) withDefaults() Options {
 		o.Groups = AllGroups
 	}
 	if o.Keys <= 0 {
-		o.Keys = 6
+		o.Keys = 4
 	}
 	if o.Namespaces <= 0 {
 		o.Namespaces = 3
@@ -531,8 +531,24 @@ func (m *machine) clearState(t *rapid.T) {
 	m.same(t, fmt.Sprintf("ClearState(%q, %q, %q)", s, k, ns), nil, nil, m.b.ClearState(s, k, ns), m.m.ClearState(s, k, ns))
 }
 
+// merge merges namespaces, usually of a key that has entries in the state
+// (so that there is something to merge, and its order shows).
 func (m *machine) merge(t *rapid.T) {
-	s, k, target := state(t, "list", "reducing", "aggregating"), m.key(t), m.ns(t, "target")
+	s := state(t, "list", "reducing", "aggregating")
+	var withState []string
+	if es, err := m.m.StateEntries(s); err == nil {
+		for _, e := range es {
+			withState = append(withState, e.Key)
+		}
+	}
+	slices.Sort(withState)
+	k := ""
+	if len(withState) > 0 && rapid.IntRange(0, 3).Draw(t, "anyKey") > 0 {
+		k = rapid.SampledFrom(slices.Compact(withState)).Draw(t, "key")
+	} else {
+		k = m.key(t)
+	}
+	target := m.ns(t, "target")
 	srcs := rapid.SliceOfN(rapid.SampledFrom(m.nss), 0, 3).Draw(t, "sources")
 	m.same(t, fmt.Sprintf("MergeNamespaces(%q, %q, %q, %q)", s, k, target, srcs), nil, nil,
 		m.b.MergeNamespaces(s, k, target, srcs), m.m.MergeNamespaces(s, k, target, srcs))

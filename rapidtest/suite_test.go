@@ -1,11 +1,18 @@
 package rapidtest_test
 
 import (
+	"flag"
 	"testing"
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/rapidtest"
 )
+
+// long runs every machine for this long instead of one round of checks:
+// go test ./rapidtest/ -run Cowstate -rapidtest.long=10m
+var long = flag.Duration("rapidtest.long", 0, "run each machine of the suite for this long")
+
+func opts() rapidtest.Options { return rapidtest.Options{Duration: *long} }
 
 func newModel(cfg rapidtest.Config) rapidtest.Backend {
 	m, err := rapidtest.NewModel(cfg)
@@ -25,7 +32,27 @@ func newCowstate(cfg rapidtest.Config) rapidtest.Backend {
 
 // TestModel runs the suite against the model itself: the suite and the
 // model agree with themselves.
-func TestModel(t *testing.T) { rapidtest.Run(t, newModel, rapidtest.Options{}) }
+func TestModel(t *testing.T) { rapidtest.Run(t, newModel, opts()) }
 
 // TestCowstate runs the suite against cowstate's Backend.
-func TestCowstate(t *testing.T) { rapidtest.Run(t, newCowstate, rapidtest.Options{}) }
+func TestCowstate(t *testing.T) { rapidtest.Run(t, newCowstate, opts()) }
+
+// TestCowstate_WithoutTimers runs the suite with the timer operations
+// left out, as a backend without timers would.
+func TestCowstate_WithoutTimers(t *testing.T) {
+	rapidtest.Run(t, newCowstate, rapidtest.Options{Groups: rapidtest.AllGroups &^ rapidtest.GroupTimers, Duration: *long})
+}
+
+// The fuzz targets: go test ./rapidtest/ -run '^$' -fuzz FuzzCowstate_Timers
+
+func FuzzCowstate_State(f *testing.F) {
+	f.Fuzz(rapidtest.Fuzz(rapidtest.MachineState, newCowstate, rapidtest.Options{}))
+}
+
+func FuzzCowstate_Timers(f *testing.F) {
+	f.Fuzz(rapidtest.Fuzz(rapidtest.MachineTimers, newCowstate, rapidtest.Options{}))
+}
+
+func FuzzCowstate_All(f *testing.F) {
+	f.Fuzz(rapidtest.Fuzz(rapidtest.MachineAll, newCowstate, rapidtest.Options{}))
+}
