@@ -2,6 +2,7 @@ package rapidtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -259,7 +260,12 @@ func prop(mach Machine, newBackend func(Config) Backend, opts Options) func(*rap
 		m.b, m.m = m.fresh(t, m.cfg)
 
 		actions := m.actions()
-		names := slices.Sorted(maps.Keys(actions))
+		var names []string // each action as many times as its weight
+		for _, name := range slices.Sorted(maps.Keys(actions)) {
+			for range cmp.Or(weights[name], 1) {
+				names = append(names, name)
+			}
+		}
 		m.compareAll(t)
 		n := rapid.IntRange(0, opts.Steps).Draw(t, "steps")
 		for m.step = 1; m.step <= n; m.step++ {
@@ -326,6 +332,7 @@ func (m *machine) fatalf(t *rapid.T, format string, args ...any) {
 // results and on whether it failed.
 func (m *machine) same(t *rapid.T, op string, got, want []any, gotErr, wantErr error) {
 	t.Helper()
+	t.Logf("step %d: %s -> %q, error %v", m.step, op, got, gotErr) // shown with a failure
 	if (gotErr == nil) != (wantErr == nil) {
 		m.fatalf(t, "%s: backend error %v, model error %v", op, gotErr, wantErr)
 	}
@@ -426,6 +433,15 @@ func cmpOr(a, b int) int {
 	return b
 }
 
+// weights makes the actions that build up what other actions need (ties
+// to order, namespaces to merge) more frequent; the others have weight 1.
+var weights = map[string]int{
+	"MergeNamespaces":      3,
+	"AddToWindows":         3,
+	"RegisterWindowTimers": 2,
+	"AdvanceWatermark":     2,
+}
+
 // Draws.
 
 func (m *machine) key(t *rapid.T) string { return rapid.SampledFrom(m.keys).Draw(t, "key") }
@@ -458,7 +474,7 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 	}
 	if m.groups&GroupMerge != 0 {
 		a["MergeNamespaces"] = m.merge
-		a["AddForMerge"] = m.add // merges need something to merge
+		a["AddToWindows"] = m.addToWindows
 	}
 	if m.groups&GroupTimers != 0 {
 		a["RegisterTimer"] = m.registerTimer
@@ -502,6 +518,17 @@ func (m *machine) get(t *rapid.T) {
 func (m *machine) add(t *rapid.T) {
 	s, k, ns, v := state(t, "list", "reducing", "aggregating"), m.key(t), m.ns(t, "ns"), value(t, "value")
 	m.same(t, fmt.Sprintf("Add(%q, %q, %q, %q)", s, k, ns, v), nil, nil, m.b.Add(s, k, ns, v), m.m.Add(s, k, ns, v))
+}
+
+// addToWindows adds a value to the entries of one key in several
+// namespaces, as a window operator does, so that merges have something to
+// merge and their order shows.
+func (m *machine) addToWindows(t *rapid.T) {
+	s, k := state(t, "list", "reducing", "aggregating"), m.key(t)
+	for _, ns := range rapid.SliceOfNDistinct(rapid.SampledFrom(m.nss), 1, len(m.nss), rapid.ID).Draw(t, "namespaces") {
+		v := value(t, "value")
+		m.same(t, fmt.Sprintf("Add(%q, %q, %q, %q)", s, k, ns, v), nil, nil, m.b.Add(s, k, ns, v), m.m.Add(s, k, ns, v))
+	}
 }
 
 func (m *machine) getList(t *rapid.T) {
