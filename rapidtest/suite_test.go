@@ -8,11 +8,17 @@ import (
 	"github.com/cowstate/cowstate/rapidtest"
 )
 
-// long runs every machine for this long instead of one round of checks:
-// go test ./rapidtest/ -run Cowstate -rapidtest.long=10m
-var long = flag.Duration("rapidtest.long", 0, "run each machine of the suite for this long")
+// Longer and bigger runs, opt-in:
+// go test ./rapidtest/ -run Cowstate -args -rapidtest.long=10m -rapidtest.keys=50 -rapidtest.steps=400
+var (
+	long  = flag.Duration("rapidtest.long", 0, "run each machine of the suite for this long")
+	keys  = flag.Int("rapidtest.keys", 0, "number of distinct keys (0: the suite's default)")
+	steps = flag.Int("rapidtest.steps", 0, "most operations per test case (0: the suite's default)")
+)
 
-func opts() rapidtest.Options { return rapidtest.Options{Duration: *long} }
+func opts() rapidtest.Options {
+	return rapidtest.Options{Duration: *long, Keys: *keys, Steps: *steps}
+}
 
 func newModel(cfg rapidtest.Config) rapidtest.Backend {
 	m, err := rapidtest.NewModel(cfg)
@@ -40,7 +46,9 @@ func TestCowstate(t *testing.T) { rapidtest.Run(t, newCowstate, opts()) }
 // TestCowstate_WithoutTimers runs the suite with the timer operations
 // left out, as a backend without timers would.
 func TestCowstate_WithoutTimers(t *testing.T) {
-	rapidtest.Run(t, newCowstate, rapidtest.Options{Groups: rapidtest.AllGroups &^ rapidtest.GroupTimers, Duration: *long})
+	o := opts()
+	o.Groups = rapidtest.AllGroups &^ rapidtest.GroupTimers
+	rapidtest.Run(t, newCowstate, o)
 }
 
 // The fuzz targets: go test ./rapidtest/ -run '^$' -fuzz FuzzCowstate_Timers
