@@ -39,6 +39,11 @@ type naiveCell struct {
 	Map            map[string]string
 }
 
+var (
+	_ rapidtest.Backend = (*naive)(nil)
+	_ cowstate.View     = (*naiveImage)(nil)
+)
+
 var errNaive = errors.New("naive backend")
 
 func newNaive(cfg rapidtest.Config) rapidtest.Backend {

@@ -296,6 +296,19 @@ func (m *machine) fresh(t *rapid.T, cfg Config) (Backend, *Model) {
 		}
 		mod.RegisterState(name, stateKinds[i])
 	}
+	if b.MaxParallelism() != mod.MaxParallelism() || b.KeyGroups() != mod.KeyGroups() {
+		m.fatalf(t, "backend for %+v has max parallelism %d and key groups %v; want %d and %v",
+			cfg, b.MaxParallelism(), b.KeyGroups(), mod.MaxParallelism(), mod.KeyGroups())
+	}
+	if err := b.RegisterState(stateNames[0], stateKinds[0]); err != nil {
+		m.fatalf(t, "RegisterState(%q, %v) again: %v", stateNames[0], stateKinds[0], err)
+	}
+	if b.RegisterState(stateNames[0], stateKinds[1]) == nil {
+		m.fatalf(t, "RegisterState(%q, %v) of a %v state: no error", stateNames[0], stateKinds[1], stateKinds[0])
+	}
+	if _, _, err := b.Get("unregistered", "", ""); err == nil {
+		m.fatalf(t, "Get of an unregistered state: no error")
+	}
 	if m.groups&GroupTimers != 0 {
 		for _, s := range services {
 			if err := b.RegisterTimerService(s); err != nil {
