@@ -19,7 +19,13 @@ import (
 // The deliberately broken backends below each wrap a correct one (cowstate's
 // Backend) and break one rule of the contract. TestSuite_CatchesBrokenBackends
 // runs the suite against each with a recording testing.TB and asserts that
-// it fails.
+// it fails; run it with -v to see how soon. Over ten runs (median and range
+// of the steps until the first failure; length of the shrunk sequence):
+// aliasing-snapshot 12 (7-50), 2; lost-delete 145 (30-340), 3;
+// timer-tie-order-flipped 60 (27-374), 2-3;
+// timer-registered-while-firing-not-fired 27 (9-63), 2;
+// random-hash-key-groups 33 (1-213), 1-2;
+// restore-drops-last-key-group 28 (6-126), 2-3.
 
 func newCow(cfg Config) *cowstate.Backend {
 	b, err := cowstate.New(cfg)
