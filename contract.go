@@ -1,0 +1,170 @@
+package cowstate
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/statetable"
+)
+
+// Contract is what a keyed-state and timer backend does, at the level of
+// bytes: states are addressed by name, and keys, namespaces, values, list
+// elements and user-map keys and values are strings (encoded bytes). It is
+// small enough for another backend (on disk, remote, in another engine) to
+// implement, so that package rapidtest can run it side by side with its
+// reference model, rapidtest.Model, which is the executable specification
+// of every method below. *Backend satisfies it.
+//
+// Kinds. A state is registered by name and kind (statetable.KindValue,
+// KindList, KindMap, KindReducing, KindAggregating). Reducing and
+// aggregating states use fixed functions, so that a run is reproducible and
+// merge order is observable: ContractReduce and ContractAggregate.
+//
+// Absence. An entry is a (key, namespace) that has state. Empty is absent:
+// a value state has no empty value (Put of "" clears it, like Flink's
+// update(null)), a list or map that becomes empty is cleared. A reducing
+// or aggregating state may hold "".
+//
+// Errors. An operation on an unregistered state or timer service, an
+// operation that does not apply to the state's kind (ErrKind), and a key of
+// a key group the backend does not own (statetable.ErrKeyGroupNotOwned) are
+// errors, and change nothing. The suite compares only whether an error
+// occurred, not which.
+//
+// Concurrency: single writer, like Backend. Every method of a Contract
+// belongs to one goroutine, and fire callbacks run on it; a View may be read,
+// written and released from any goroutine.
+type Contract interface {
+	EntryReader
+
+	// MaxParallelism returns the number of key groups; the key group of a
+	// key is statetable.KeyGroupOf(statetable.HashKey([]byte(key)),
+	// MaxParallelism()), in every backend and every process.
+	MaxParallelism() int
+	// KeyGroups returns the range of key groups the backend owns.
+	KeyGroups() statetable.KeyGroupRange
+
+	// RegisterState registers a state; registering a name again with the
+	// same kind is a no-op, with another kind an error.
+	RegisterState(name string, kind statetable.Kind) error
+	// RegisterTimerService registers a timer service (again: a no-op).
+	RegisterTimerService(name string) error
+
+	// Put sets the value of (key, ns) in a value state; "" clears it.
+	Put(state, key, ns, value string) error
+	// Get returns the value of (key, ns) in a value, reducing or aggregating
+	// state (for aggregating state, ContractAggregate's result) and whether
+	// there is one.
+	Get(state, key, ns string) (string, bool, error)
+	// Add appends to a list state, or folds into a reducing or aggregating
+	// state (v itself, or the accumulator "" with v added, if there is none).
+	Add(state, key, ns, v string) error
+	// GetList returns the list of (key, ns) in a list state, in order (nil
+	// if there is none).
+	GetList(state, key, ns string) ([]string, error)
+	// UpdateList replaces the list of (key, ns); an empty list clears it.
+	UpdateList(state, key, ns string, elems []string) error
+	// PutMapEntry sets userKey to userValue in the map of (key, ns).
+	PutMapEntry(state, key, ns, userKey, userValue string) error
+	// GetMapEntry returns the value of userKey in the map of (key, ns).
+	GetMapEntry(state, key, ns, userKey string) (string, bool, error)
+	// RemoveMapEntry deletes userKey from the map of (key, ns); removing
+	// the last one clears the entry.
+	RemoveMapEntry(state, key, ns, userKey string) error
+	// ClearState removes the entry (key, ns) of a state of any kind.
+	ClearState(state, key, ns string) error
+	// MergeNamespaces merges, for a list, reducing or aggregating state, the
+	// entries of key in the source namespaces into target and clears the
+	// sources: processed in the order given, each source that has an entry
+	// is folded into the target's (lists: appended; reducing:
+	// ContractReduce(acc, src); aggregating: ContractAggregate.Merge(acc,
+	// src)), or becomes it if the target has none yet. Sources without an
+	// entry, and a source equal to target, are skipped. Value and map
+	// states: ErrKind.
+	MergeNamespaces(state, key, target string, sources []string) error
+
+	// RegisterTimer registers the timer (ts, key, ns) of a service in a time
+	// domain and reports whether it was new (a timer is held once).
+	RegisterTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error)
+	// DeleteTimer deletes a timer and reports whether it was registered.
+	DeleteTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error)
+	// AdvanceWatermark fires the service's event-time timers due at wm
+	// (timestamp <= wm), and AdvanceProcessingTime its processing-time
+	// timers due at the configured clock's current time, one at a time:
+	// the smallest due timer (timestamp, then key bytes, then namespace
+	// bytes) is removed, then handed to fire, until none is due. So a timer
+	// fire registers that is due fires in the same call, and one it deletes
+	// does not fire. fire may read and write any state, register and delete
+	// timers and Capture. If fire returns an error, the timer it was given
+	// is registered again, no more timers fire, and the error is returned
+	// (wrapped) with the number fired before.
+	AdvanceWatermark(service string, wm int64, fire FireFunc) (int, error)
+	AdvanceProcessingTime(service string, fire FireFunc) (int, error)
+
+	// Capture returns a View of every state and timer as they are now;
+	// nothing done afterwards shows in it.
+	Capture() View
+	// RestoreSnapshot reads a snapshot that a View of a backend of the same
+	// implementation wrote, keeping the entries and timers of the key
+	// groups this backend owns (all, or a share when rescaling). Register
+	// the states and timer services first, as the writer had them; restore
+	// into an empty backend. The max parallelism must match.
+	RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) error
+}
+
+// EntryReader enumerates what a backend or a View holds: what the
+// conformance suite compares after every step.
+type EntryReader interface {
+	// StateEntries returns every entry of a state, in any order.
+	StateEntries(state string) ([]Entry, error)
+	// TimerEntries returns every timer of a service in a time domain, in
+	// firing order.
+	TimerEntries(service string, d snapshot.Domain) ([]Timer[string, string], error)
+}
+
+// View is a captured, immutable version of a Contract. Any goroutine may
+// call its methods, concurrently with the backend's writer and with each
+// other, until it is released.
+type View interface {
+	EntryReader
+	// WriteSnapshot writes the view in the backend's own snapshot format;
+	// it does not release the view.
+	WriteSnapshot(ctx context.Context, w io.Writer) error
+	// Release gives the view back; it must not be read afterwards.
+	// Idempotent.
+	Release()
+}
+
+// Entry is one (key, namespace) that has state, with its content: Value for
+// value, reducing and aggregating states (the aggregate's result), List for
+// list states, Map for map states.
+type Entry struct {
+	Key, Namespace string
+	Value          string
+	List           []string
+	Map            map[string]string
+}
+
+// FireFunc is the callback of Contract.AdvanceWatermark and
+// Contract.AdvanceProcessingTime.
+type FireFunc func(key, ns string, ts int64) error
+
+// ErrKind: a Contract operation that does not apply to the state's kind.
+var ErrKind = errors.New("cowstate: operation does not apply to the state's kind")
+
+// ContractReduce is the reduce function of every reducing state of a
+// Contract: concatenation, so that fold and merge order show.
+func ContractReduce(acc, v string) string { return acc + v }
+
+// ContractAggregate is the aggregate function of every aggregating state of
+// a Contract: the accumulator starts empty, Add appends the input and a
+// ";", Merge joins two accumulators with "|", and the result is the
+// accumulator itself.
+type ContractAggregate struct{}
+
+func (ContractAggregate) CreateAccumulator() string { return "" }
+func (ContractAggregate) Add(in, acc string) string { return acc + in + ";" }
+func (ContractAggregate) Result(acc string) string  { return acc }
+func (ContractAggregate) Merge(a, b string) string  { return a + "|" + b }

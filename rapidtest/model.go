@@ -1,0 +1,488 @@
+package rapidtest
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/statetable"
+)
+
+// Model is the reference implementation of cowstate.Contract: the
+// executable specification that Run compares every backend with. It is a
+// map of entries per state and a set of timers per service and domain,
+// deep-copied at every Capture, with no cleverness anywhere: where the
+// contract leaves a choice, the code below is the answer.
+//
+//   - Key groups: statetable.KeyGroupOf(statetable.HashKey([]byte(key)),
+//     MaxParallelism()); a key outside KeyGroups() is an error
+//     (statetable.ErrKeyGroupNotOwned) for every operation that names it.
+//   - Timer order: by timestamp, then key bytes, then namespace bytes
+//     (compareTimers). Firing removes the smallest due timer, then calls
+//     the callback, and looks again: timers the callback registers or
+//     deletes are seen at once.
+//   - Lists keep insertion order; MergeNamespaces appends the sources'
+//     lists after the target's, in the order of the sources given.
+//   - A reducing state folds with cowstate.ContractReduce (concatenation),
+//     an aggregating state with cowstate.ContractAggregate; merges fold the
+//     sources in order into the target's value.
+//   - Empty is absent: no value state holds "", no list or map is empty.
+//
+// Like a Backend, a Model has one writer goroutine; its Views are
+// immutable deep copies, readable from any goroutine.
+type Model struct {
+	maxPar   int
+	owned    statetable.KeyGroupRange
+	clock    func() int64
+	kinds    map[string]statetable.Kind
+	services map[string]bool
+	entries  map[string]map[addr]cowstate.Entry // state -> (key, ns) -> entry
+	timers   map[queueID]map[timer]bool
+}
+
+var _ cowstate.Contract = (*Model)(nil)
+
+type (
+	addr    struct{ key, ns string }
+	queueID struct {
+		service string
+		d       snapshot.Domain
+	}
+	timer = cowstate.Timer[string, string]
+)
+
+// errModel wraps the errors of the model that have no sentinel elsewhere.
+var errModel = errors.New("rapidtest: model")
+
+// NewModel returns an empty model configured as cowstate.New would be.
+func NewModel(cfg Config) (*Model, error) {
+	maxPar := cfg.MaxParallelism
+	if maxPar == 0 {
+		maxPar = statetable.DefaultMaxParallelism
+	}
+	if maxPar < 1 || maxPar > statetable.MaxParallelismLimit {
+		return nil, fmt.Errorf("%w: max parallelism %d", cowstate.ErrConfig, maxPar)
+	}
+	owned := statetable.AllKeyGroups(maxPar)
+	if cfg.KeyGroups != nil {
+		owned = *cfg.KeyGroups
+		if !owned.Empty() && (owned.First < 0 || owned.Last >= maxPar) {
+			return nil, fmt.Errorf("%w: key groups %v", cowstate.ErrConfig, owned)
+		}
+	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = func() int64 { return time.Now().UnixMilli() }
+	}
+	return &Model{maxPar: maxPar, owned: owned, clock: clock, kinds: map[string]statetable.Kind{},
+		services: map[string]bool{}, entries: map[string]map[addr]cowstate.Entry{}, timers: map[queueID]map[timer]bool{}}, nil
+}
+
+func (m *Model) MaxParallelism() int                 { return m.maxPar }
+func (m *Model) KeyGroups() statetable.KeyGroupRange { return m.owned }
+
+// KeyGroupOf is the key group of a key: the spec every backend follows.
+func KeyGroupOf(key string, maxParallelism int) int {
+	return statetable.KeyGroupOf(statetable.HashKey([]byte(key)), maxParallelism)
+}
+
+func (m *Model) own(key string) error {
+	if g := KeyGroupOf(key, m.maxPar); !m.owned.Contains(g) {
+		return fmt.Errorf("%w: key %q in key group %d, model owns %v", statetable.ErrKeyGroupNotOwned, key, g, m.owned)
+	}
+	return nil
+}
+
+func (m *Model) RegisterState(name string, kind statetable.Kind) error {
+	if kind < statetable.KindValue || kind > statetable.KindAggregating || name == "" {
+		return fmt.Errorf("%w: state %q of kind %v", errModel, name, kind)
+	}
+	if old, ok := m.kinds[name]; ok && old != kind {
+		return fmt.Errorf("%w: %q is a %v state", statetable.ErrStateMismatch, name, old)
+	}
+	if _, ok := m.kinds[name]; !ok {
+		m.kinds[name] = kind
+		m.entries[name] = map[addr]cowstate.Entry{}
+	}
+	return nil
+}
+
+func (m *Model) RegisterTimerService(name string) error {
+	if !m.services[name] {
+		m.services[name] = true
+		m.timers[queueID{name, snapshot.EventTime}] = map[timer]bool{}
+		m.timers[queueID{name, snapshot.ProcessingTime}] = map[timer]bool{}
+	}
+	return nil
+}
+
+// state returns the entries of a state of one of kinds, after checking that
+// the key is owned.
+func (m *Model) state(name, key string, kinds ...statetable.Kind) (map[addr]cowstate.Entry, statetable.Kind, error) {
+	kind, ok := m.kinds[name]
+	if !ok {
+		return nil, 0, fmt.Errorf("%w %q", statetable.ErrUnknownState, name)
+	}
+	if len(kinds) > 0 && !slices.Contains(kinds, kind) {
+		return nil, 0, fmt.Errorf("%w: %q is a %v state", cowstate.ErrKind, name, kind)
+	}
+	if err := m.own(key); err != nil {
+		return nil, 0, err
+	}
+	return m.entries[name], kind, nil
+}
+
+func (m *Model) Put(state, key, ns, value string) error {
+	es, _, err := m.state(state, key, statetable.KindValue)
+	if err != nil {
+		return err
+	}
+	if value == "" {
+		delete(es, addr{key, ns})
+	} else {
+		es[addr{key, ns}] = cowstate.Entry{Key: key, Namespace: ns, Value: value}
+	}
+	return nil
+}
+
+func (m *Model) Get(state, key, ns string) (string, bool, error) {
+	es, _, err := m.state(state, key, statetable.KindValue, statetable.KindReducing, statetable.KindAggregating)
+	if err != nil {
+		return "", false, err
+	}
+	e, ok := es[addr{key, ns}]
+	return e.Value, ok, nil
+}
+
+func (m *Model) Add(state, key, ns, v string) error {
+	es, kind, err := m.state(state, key, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
+	if err != nil {
+		return err
+	}
+	e, ok := es[addr{key, ns}]
+	e.Key, e.Namespace = key, ns
+	switch {
+	case kind == statetable.KindList:
+		e.List = append(slices.Clone(e.List), v)
+	case kind == statetable.KindReducing && ok:
+		e.Value = cowstate.ContractReduce(e.Value, v)
+	case kind == statetable.KindReducing:
+		e.Value = v
+	default: // aggregating; a missing accumulator is CreateAccumulator's
+		e.Value = cowstate.ContractAggregate{}.Add(v, e.Value)
+	}
+	es[addr{key, ns}] = e
+	return nil
+}
+
+func (m *Model) GetList(state, key, ns string) ([]string, error) {
+	es, _, err := m.state(state, key, statetable.KindList)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(es[addr{key, ns}].List), nil
+}
+
+func (m *Model) UpdateList(state, key, ns string, elems []string) error {
+	es, _, err := m.state(state, key, statetable.KindList)
+	if err != nil {
+		return err
+	}
+	if len(elems) == 0 {
+		delete(es, addr{key, ns})
+	} else {
+		es[addr{key, ns}] = cowstate.Entry{Key: key, Namespace: ns, List: slices.Clone(elems)}
+	}
+	return nil
+}
+
+func (m *Model) PutMapEntry(state, key, ns, userKey, userValue string) error {
+	es, _, err := m.state(state, key, statetable.KindMap)
+	if err != nil {
+		return err
+	}
+	e := es[addr{key, ns}]
+	e.Key, e.Namespace, e.Map = key, ns, maps.Clone(e.Map)
+	if e.Map == nil {
+		e.Map = map[string]string{}
+	}
+	e.Map[userKey] = userValue
+	es[addr{key, ns}] = e
+	return nil
+}
+
+func (m *Model) GetMapEntry(state, key, ns, userKey string) (string, bool, error) {
+	es, _, err := m.state(state, key, statetable.KindMap)
+	if err != nil {
+		return "", false, err
+	}
+	v, ok := es[addr{key, ns}].Map[userKey]
+	return v, ok, nil
+}
+
+func (m *Model) RemoveMapEntry(state, key, ns, userKey string) error {
+	es, _, err := m.state(state, key, statetable.KindMap)
+	if err != nil {
+		return err
+	}
+	e, ok := es[addr{key, ns}]
+	if !ok {
+		return nil
+	}
+	e.Map = maps.Clone(e.Map)
+	delete(e.Map, userKey)
+	if len(e.Map) == 0 {
+		delete(es, addr{key, ns})
+	} else {
+		es[addr{key, ns}] = e
+	}
+	return nil
+}
+
+func (m *Model) ClearState(state, key, ns string) error {
+	es, _, err := m.state(state, key)
+	if err != nil {
+		return err
+	}
+	delete(es, addr{key, ns})
+	return nil
+}
+
+func (m *Model) MergeNamespaces(state, key, target string, sources []string) error {
+	es, kind, err := m.state(state, key, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
+	if err != nil {
+		return err
+	}
+	acc, have := es[addr{key, target}]
+	for _, src := range sources {
+		e, ok := es[addr{key, src}]
+		if src == target || !ok {
+			continue
+		}
+		delete(es, addr{key, src})
+		switch {
+		case !have:
+			acc, have = e, true
+		case kind == statetable.KindList:
+			acc.List = append(slices.Clone(acc.List), e.List...)
+		case kind == statetable.KindReducing:
+			acc.Value = cowstate.ContractReduce(acc.Value, e.Value)
+		default:
+			acc.Value = cowstate.ContractAggregate{}.Merge(acc.Value, e.Value)
+		}
+	}
+	if have {
+		acc.Key, acc.Namespace = key, target
+		es[addr{key, target}] = acc
+	}
+	return nil
+}
+
+func (m *Model) queue(service string, d snapshot.Domain) (map[timer]bool, error) {
+	q, ok := m.timers[queueID{service, d}]
+	if !ok {
+		return nil, fmt.Errorf("%w: no timer service %q (domain %d)", cowstate.ErrTimerService, service, d)
+	}
+	return q, nil
+}
+
+func (m *Model) RegisterTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error) {
+	q, err := m.queue(service, d)
+	if err != nil {
+		return false, err
+	}
+	if err := m.own(key); err != nil {
+		return false, err
+	}
+	t := timer{Timestamp: ts, Key: key, Namespace: ns}
+	added := !q[t]
+	q[t] = true
+	return added, nil
+}
+
+func (m *Model) DeleteTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error) {
+	q, err := m.queue(service, d)
+	if err != nil {
+		return false, err
+	}
+	if err := m.own(key); err != nil {
+		return false, err
+	}
+	t := timer{Timestamp: ts, Key: key, Namespace: ns}
+	deleted := q[t]
+	delete(q, t)
+	return deleted, nil
+}
+
+// compareTimers is the firing order: timestamp, key bytes, namespace bytes.
+func compareTimers(a, b timer) int {
+	return cmp.Or(cmp.Compare(a.Timestamp, b.Timestamp), strings.Compare(a.Key, b.Key), strings.Compare(a.Namespace, b.Namespace))
+}
+
+func (m *Model) AdvanceWatermark(service string, wm int64, fire cowstate.FireFunc) (int, error) {
+	return m.advance(service, snapshot.EventTime, wm, fire)
+}
+
+func (m *Model) AdvanceProcessingTime(service string, fire cowstate.FireFunc) (int, error) {
+	return m.advance(service, snapshot.ProcessingTime, m.clock(), fire)
+}
+
+func (m *Model) advance(service string, d snapshot.Domain, upTo int64, fire cowstate.FireFunc) (int, error) {
+	q, err := m.queue(service, d)
+	if err != nil {
+		return 0, err
+	}
+	for fired := 0; ; fired++ {
+		sorted := slices.SortedFunc(maps.Keys(q), compareTimers)
+		if len(sorted) == 0 || sorted[0].Timestamp > upTo {
+			return fired, nil
+		}
+		t := sorted[0]
+		delete(q, t)
+		if err := fire(t.Key, t.Namespace, t.Timestamp); err != nil {
+			q[t] = true
+			return fired, fmt.Errorf("%w: timer service %q: %w", errModel, service, err)
+		}
+	}
+}
+
+func (m *Model) StateEntries(state string) ([]cowstate.Entry, error) {
+	es, ok := m.entries[state]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", statetable.ErrUnknownState, state)
+	}
+	return slices.Collect(maps.Values(es)), nil
+}
+
+func (m *Model) TimerEntries(service string, d snapshot.Domain) ([]timer, error) {
+	q, err := m.queue(service, d)
+	if err != nil {
+		return nil, err
+	}
+	return slices.SortedFunc(maps.Keys(q), compareTimers), nil
+}
+
+// Capture returns a deep copy of the model. O(size).
+func (m *Model) Capture() cowstate.View {
+	v := &modelView{maxPar: m.maxPar, entries: map[string][]cowstate.Entry{}, timers: map[queueID][]timer{}}
+	for name, es := range m.entries {
+		v.entries[name] = []cowstate.Entry{}
+		for _, e := range es {
+			v.entries[name] = append(v.entries[name], cloneEntry(e))
+		}
+	}
+	for id := range m.timers {
+		v.timers[id], _ = m.TimerEntries(id.service, id.d)
+	}
+	return v
+}
+
+func cloneEntry(e cowstate.Entry) cowstate.Entry {
+	e.List, e.Map = slices.Clone(e.List), maps.Clone(e.Map)
+	return e
+}
+
+// modelView is a frozen deep copy; nothing writes it after Capture.
+type modelView struct {
+	maxPar   int
+	entries  map[string][]cowstate.Entry
+	timers   map[queueID][]timer
+	released atomic.Bool
+}
+
+func (v *modelView) live() {
+	if v.released.Load() {
+		panic("rapidtest: read of a released model view")
+	}
+}
+
+func (v *modelView) StateEntries(state string) ([]cowstate.Entry, error) {
+	v.live()
+	es, ok := v.entries[state]
+	if !ok {
+		return nil, fmt.Errorf("%w %q in the view", statetable.ErrUnknownState, state)
+	}
+	out := make([]cowstate.Entry, len(es))
+	for i, e := range es {
+		out[i] = cloneEntry(e)
+	}
+	return out, nil
+}
+
+func (v *modelView) TimerEntries(service string, d snapshot.Domain) ([]timer, error) {
+	v.live()
+	ts, ok := v.timers[queueID{service, d}]
+	if !ok {
+		return nil, fmt.Errorf("%w: no timer service %q in the view", cowstate.ErrTimerService, service)
+	}
+	return slices.Clone(ts), nil
+}
+
+func (v *modelView) Release() { v.released.Store(true) }
+
+// modelFile is the model's snapshot format: JSON of this.
+type modelFile struct {
+	MaxParallelism int
+	States         map[string][]cowstate.Entry
+	Timers         []fileTimers
+}
+
+type fileTimers struct {
+	Service string
+	Domain  snapshot.Domain
+	Timers  []timer
+}
+
+func (v *modelView) WriteSnapshot(ctx context.Context, w io.Writer) error {
+	v.live()
+	f := modelFile{MaxParallelism: v.maxPar, States: v.entries}
+	for id, ts := range v.timers {
+		f.Timers = append(f.Timers, fileTimers{id.service, id.d, ts})
+	}
+	return json.NewEncoder(w).Encode(f)
+}
+
+// RestoreSnapshot reads what a modelView wrote and keeps the entries and
+// timers of the owned key groups. Every state and service in the file must
+// be registered.
+func (m *Model) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) error {
+	var f modelFile
+	if err := json.NewDecoder(io.NewSectionReader(r, 0, size)).Decode(&f); err != nil {
+		return fmt.Errorf("%w: snapshot: %w", snapshot.ErrCorrupt, err)
+	}
+	if f.MaxParallelism != m.maxPar {
+		return fmt.Errorf("%w: max parallelism %d, model %d", snapshot.ErrMismatch, f.MaxParallelism, m.maxPar)
+	}
+	for name, es := range f.States {
+		if _, ok := m.kinds[name]; !ok {
+			return fmt.Errorf("%w: state %q not registered", snapshot.ErrMismatch, name)
+		}
+		for _, e := range es {
+			if m.own(e.Key) == nil {
+				m.entries[name][addr{e.Key, e.Namespace}] = e
+			}
+		}
+	}
+	for _, ft := range f.Timers {
+		q, err := m.queue(ft.Service, ft.Domain)
+		if err != nil {
+			return fmt.Errorf("%w: %w", snapshot.ErrMismatch, err)
+		}
+		for _, t := range ft.Timers {
+			if m.own(t.Key) == nil {
+				q[t] = true
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rapidtest
+
+const raceEnabled = false
