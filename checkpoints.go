@@ -22,10 +22,16 @@ import (
 // A checkpoint is incremental (a delta from the last confirmed checkpoint)
 // when there is a confirmed base, the delta is at most MaxDeltaShare of
 // the base chain's full snapshot, and the chain's deltas together stay
-// within MaxChainShare of it; otherwise it is full. An incremental
-// checkpoint that would make the chain longer than MaxChainLength deltas
-// merges the chain's deltas and its own into one (delta.Merge), so a
-// restore reads at most MaxChainLength deltas after the full snapshot.
+// within MaxChainShare of it; otherwise it is full. So a restore reads the
+// full snapshot and at most MaxChainShare of its size again in deltas.
+//
+// An incremental checkpoint merges the newest deltas of its chain with its
+// own (delta.Merge) the way a binary counter carries: a delta is folded
+// into the newer one after it while it is less than twice that one's size,
+// and further while the chain would be longer than MaxChainLength. The
+// chain stays short (O(log n) deltas after n checkpoints, never more than
+// MaxChainLength) and each byte is rewritten O(log n) times, not once per
+// checkpoint.
 type CheckpointPolicy struct {
 	AlwaysFull     bool    // never incremental
 	MaxChainLength int     // default 8
@@ -204,7 +210,9 @@ func (c *Checkpoints) take(ctx context.Context, id uint64, savepoint bool, userM
 		base.refs++
 		// The chain it reads, and the names its delta may take.
 		cp.names = append(cp.names, segmentNames(base.manifest)...)
-		cp.names = append(cp.names, deltaName(base.manifest.ID, id), deltaName(base.manifest.Segments[0].Target, id))
+		for _, seg := range base.manifest.Segments { // a merged delta starts at one of them
+			cp.names = append(cp.names, deltaName(seg.Target, id))
+		}
 	} else {
 		base = nil
 	}
@@ -351,10 +359,11 @@ func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base
 	m.Changed = entries + timers
 	file := buf.Bytes()
 	segBase := base.manifest.ID
-	if len(chain)-1+1 > c.policy.MaxChainLength {
-		// Fold the chain's deltas and this one into one delta from the full.
-		ds := make([]*delta.Delta, 0, len(chain))
-		for _, s := range chain[1:] {
+	if k := mergeCount(chain[1:], size, c.policy.MaxChainLength); k > 0 {
+		// Fold the chain's last k deltas and this one into one.
+		keep := len(chain) - k
+		ds := make([]*delta.Delta, 0, k+1)
+		for _, s := range chain[keep:] {
 			prev, err := c.readDelta(ctx, s)
 			if err != nil {
 				return nil, err
@@ -370,7 +379,7 @@ func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base
 			return nil, err
 		}
 		file, segBase = buf.Bytes(), merged.Base
-		chain = chain[:1]
+		chain = chain[:keep]
 	}
 	name := deltaName(segBase, cp.id) // in cp.names since take
 	n, sum, err := writeAtomically(c.st, name, func(w io.Writer) error {
@@ -384,6 +393,26 @@ func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base
 	}
 	m.Segments = append(slices.Clone(chain), Segment{Name: name, Delta: true, Base: segBase, Target: cp.id, Size: n, Sum: sumHex(sum)})
 	return m, c.commit(m)
+}
+
+// mergeCount returns how many of a chain's last deltas to merge with a new
+// delta of size bytes: like a binary counter, a delta is merged into the
+// one after it while it is less than twice as big as that one (so the
+// chain's deltas shrink geometrically from the full onwards, every byte is
+// rewritten O(log n) times over n checkpoints, and the chain stays
+// O(log n) long), and more are merged if the chain would still be longer
+// than maxLen.
+func mergeCount(deltas []Segment, size int64, maxLen int) int {
+	k, tail := 0, size
+	for k < len(deltas) {
+		prev := deltas[len(deltas)-1-k].Size
+		if prev >= 2*tail && len(deltas)-k+1 <= maxLen {
+			break
+		}
+		tail += prev
+		k++
+	}
+	return k
 }
 
 // readDelta reads a whole delta segment.

@@ -553,3 +553,32 @@ func TestCheckpoints_WhileMutating(t *testing.T) {
 		t.Fatal("no incremental checkpoint was taken")
 	}
 }
+
+// TestMergeCount: equal-sized deltas merge like a binary counter; the
+// chain never exceeds the length limit.
+func TestMergeCount(t *testing.T) {
+	var chain []Segment
+	for i := range 100 {
+		k := mergeCount(chain, 10, 5)
+		var merged int64 = 10
+		for _, s := range chain[len(chain)-k:] {
+			merged += s.Size
+		}
+		chain = append(chain[:len(chain)-k], Segment{Size: merged})
+		if len(chain) > 5 {
+			t.Fatalf("checkpoint %d: chain of %d deltas", i, len(chain))
+		}
+		for j := 1; j < len(chain); j++ {
+			if chain[j-1].Size < 2*chain[j].Size && len(chain) < 5 {
+				t.Fatalf("checkpoint %d: sizes %v are not halving", i, chain)
+			}
+		}
+	}
+	var sizes []int64
+	for _, s := range chain {
+		sizes = append(sizes, s.Size)
+	}
+	if len(sizes) > 4 || sizes[0] < 500 {
+		t.Fatalf("after 100 deltas of 10: %v", sizes)
+	}
+}
