@@ -92,11 +92,11 @@ func (c *Checkpoints) restoreManifest(ctx context.Context, m *Manifest) error {
 	}
 	base := full.Target
 	for _, s := range m.Segments[1:] {
-		d, err := c.readDeltaRange(ctx, s)
-		if err == nil {
-			err = c.b.ApplyDelta(ctx, base, d)
-		}
+		d, err := c.readDeltaRange(ctx, s) // its errors name the segment
 		if err != nil {
+			return fmt.Errorf("checkpoint %d: %w", m.ID, err)
+		}
+		if err := c.b.ApplyDelta(ctx, base, d); err != nil {
 			return fmt.Errorf("%w: checkpoint %d: segment %s: %w", ErrCheckpoint, m.ID, s.Name, err)
 		}
 		base = s.Target

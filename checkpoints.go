@@ -20,7 +20,8 @@ import (
 // snapshot and a delta. The zero value of a field means its default.
 //
 // A checkpoint is incremental (a delta from the last confirmed checkpoint)
-// when there is a confirmed base, the delta is at most MaxDeltaShare of
+// when there is a confirmed base, it changes at most MaxChangeShare of the
+// entries and timers, the delta is at most MaxDeltaShare of
 // the base chain's full snapshot, and the chain's deltas together stay
 // within MaxChainShare of it; otherwise it is full. So a restore reads the
 // full snapshot and at most MaxChainShare of its size again in deltas.
@@ -37,6 +38,12 @@ type CheckpointPolicy struct {
 	MaxChainLength int     // default 8
 	MaxDeltaShare  float64 // default 0.25
 	MaxChainShare  float64 // default 1.0
+	// MaxChangeShare: a checkpoint whose changes (entries and timers) are
+	// more than this share of the state's entries and timers is full,
+	// decided during the diff, which stops there (default 0.05: a change
+	// costs a delta about 20 times what an entry costs a full snapshot).
+	// 1 or more: no limit.
+	MaxChangeShare float64
 }
 
 func (p CheckpointPolicy) withDefaults() CheckpointPolicy {
@@ -48,6 +55,9 @@ func (p CheckpointPolicy) withDefaults() CheckpointPolicy {
 	}
 	if p.MaxChainShare <= 0 {
 		p.MaxChainShare = 1.0
+	}
+	if p.MaxChangeShare <= 0 {
+		p.MaxChangeShare = 0.05
 	}
 	return p
 }
@@ -335,9 +345,20 @@ func (c *Checkpoints) writeCheckpoint(ctx context.Context, cp *Checkpoint, base 
 // writeIncremental writes checkpoint cp as a delta from base, or returns
 // (nil, nil) when the policy wants a full snapshot.
 func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base *checkpointBase) (*Manifest, error) {
-	d, err := Diff(base.snap, cp.snap)
+	limit := -1
+	if c.policy.MaxChangeShare < 1 {
+		total := cp.snap.size()
+		limit = int(c.policy.MaxChangeShare * float64(total))
+	}
+	if base.snap.capture.Owner() != cp.snap.capture.Owner() {
+		return nil, fmt.Errorf("%w: diff from checkpoint %d: snapshots of two backends", ErrCheckpoint, base.manifest.ID)
+	}
+	d, ok, err := delta.DiffAtMost(base.snap.deltaVersion(), cp.snap.deltaVersion(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: diff from checkpoint %d: %w", ErrCheckpoint, base.manifest.ID, err)
+	}
+	if !ok {
+		return nil, nil // too many changes: a full snapshot is cheaper
 	}
 	d.Base, d.Target = base.manifest.ID, cp.id
 	entries, timers := d.Changes()
@@ -611,4 +632,16 @@ func readManifest(st Storage, name string) (*Manifest, error) {
 		return nil, fmt.Errorf("%w: manifest %s: %w", ErrCheckpoint, name, err)
 	}
 	return decodeManifest(name, b)
+}
+
+// size returns the number of entries and timers in s. O(number of states).
+func (s *Snapshot) size() int {
+	n := 0
+	for _, info := range s.state.States() {
+		n += s.state.Entries(info.Name)
+	}
+	for _, tv := range s.timers {
+		n += tv.event.Len() + tv.processing.Len()
+	}
+	return n
 }

@@ -139,7 +139,7 @@ func TestCheckpoints_FaultInjection(t *testing.T) {
 		j := newJob(t, 16, nil)
 		j.load(100, 1)
 		c := NewCheckpoints(j.b, st, CheckpointOptions{Retention: Retention{KeepLast: 1},
-			Policy: CheckpointPolicy{MaxChainLength: 1, MaxDeltaShare: 10, MaxChainShare: 100}}) // checkpoint 3 merges the chain
+			Policy: CheckpointPolicy{MaxChainLength: 1, MaxDeltaShare: 10, MaxChainShare: 100, MaxChangeShare: 1}}) // checkpoint 3 merges the chain
 		wants := map[uint64][]string{}
 		for id := uint64(1); id <= 2; id++ {
 			_, want, err := checkpoint(t, j, c, id)
@@ -326,9 +326,9 @@ func TestCheckpoints_RandomHistories(t *testing.T) {
 		st := newMemStorage()
 		j := newJob(t, 16, nil)
 		policy := CheckpointPolicy{MaxChainLength: rapid.IntRange(1, 4).Draw(rt, "max chain"),
-			MaxDeltaShare: 10, MaxChainShare: 100} // small states: deltas must not turn full
+			MaxDeltaShare: 10, MaxChainShare: 100, MaxChangeShare: 1} // small states: deltas must not turn full
 		if rapid.Bool().Draw(rt, "default shares") {
-			policy.MaxDeltaShare, policy.MaxChainShare = 0, 0
+			policy.MaxDeltaShare, policy.MaxChainShare, policy.MaxChangeShare = 0, 0, 0
 		}
 		c := NewCheckpoints(j.b, st, CheckpointOptions{Policy: policy})
 		frozen := map[uint64][]string{}     // checkpoints
@@ -499,7 +499,7 @@ func TestCheckpoints_WhileMutating(t *testing.T) {
 	j := newJob(t, 16, nil)
 	j.load(300, 1)
 	c := NewCheckpoints(j.b, st, CheckpointOptions{Retention: Retention{KeepLast: 100},
-		Policy: CheckpointPolicy{MaxChainLength: 3, MaxDeltaShare: 10, MaxChainShare: 100}})
+		Policy: CheckpointPolicy{MaxChainLength: 3, MaxDeltaShare: 10, MaxChainShare: 100, MaxChangeShare: 1}})
 	wants := map[uint64][]string{}
 	var inflight []*Checkpoint
 	for id := uint64(1); id <= 12; id++ {
@@ -580,5 +580,30 @@ func TestMergeCount(t *testing.T) {
 	}
 	if len(sizes) > 4 || sizes[0] < 500 {
 		t.Fatalf("after 100 deltas of 10: %v", sizes)
+	}
+}
+
+// TestCheckpoints_PolicyChangeShare: many changes make a full checkpoint,
+// few an incremental one.
+func TestCheckpoints_PolicyChangeShare(t *testing.T) {
+	j := newJob(t, 16, nil)
+	for i := range 2000 {
+		j.value.Put(fmt.Sprint("k", i), "n", 1)
+	}
+	c := NewCheckpoints(j.b, newMemStorage(), CheckpointOptions{})
+	kinds := ""
+	for id, changes := range []int{0, 300, 2, 150, 1} { // 15%, 0.1%, 7.5%, 0.05% of 2000
+		for i := range changes {
+			j.value.Put(fmt.Sprint("k", i), "n", int64(id+10))
+		}
+		cp, _, err := checkpoint(t, j, c, uint64(id+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Confirm(cp.ID())
+		kinds += string(cp.Manifest().Kind)[:1]
+	}
+	if kinds != "ffifi" {
+		t.Fatalf("kinds %s, want ffifi", kinds)
 	}
 }
