@@ -363,6 +363,7 @@ func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base
 	d.Base, d.Target = base.manifest.ID, cp.id
 	entries, timers := d.Changes()
 	var buf bytes.Buffer
+	buf.Grow(64 * (entries + timers + 16)) // a change takes some 20-60 bytes: grow once
 	if err := delta.Write(ctx, &buf, d, nil); err != nil {
 		return nil, err
 	}

@@ -111,6 +111,13 @@ func sortedServices(d *Delta) []string {
 
 // encodeGroup encodes one key group's section; n counts its changes.
 func encodeGroup(gr *group, stateIndex, serviceIndex map[string]int) (sec []byte, n int) {
+	size := 1
+	for _, ops := range gr.states {
+		for ck, op := range ops {
+			size += len(ck) + len(op.cell) + 8
+		}
+	}
+	sec = make([]byte, 0, size+32*len(gr.timers))
 	for _, state := range sortedKeys(gr.states) {
 		ops := gr.states[state]
 		if len(ops) == 0 {

@@ -40,6 +40,7 @@ type pipeline struct {
 	cancel context.CancelFunc
 
 	inflight []*cowstate.Checkpoint
+	due      bool // a checkpoint is due, waiting for the one in flight
 	taken    int
 	report   *report
 	progress *progress
@@ -127,13 +128,27 @@ func (p *pipeline) loop(until int64) error {
 			return fmt.Errorf("%s: event %d: %w", p.name, p.src.Pos()-1, err)
 		}
 		pos := p.src.Pos()
-		checkpoint := pos%p.cfg.every == 0
+		if pos%p.cfg.every == 0 && p.store != nil {
+			p.due = true
+		}
+		checkpoint := false
+		if p.due {
+			// At most one checkpoint in flight, as Flink does by default: a
+			// checkpoint taken while the last one is still being written
+			// would diff against an older confirmed base. It waits for the
+			// next event after that write ends; processing does not wait.
+			if err := p.poll(false); err != nil {
+				return err
+			}
+			checkpoint = len(p.inflight) == 0
+		}
 		if pos%watermarkEvery == 0 || checkpoint {
 			if err := p.advance(p.src.Watermark()); err != nil {
 				return fmt.Errorf("%s: watermark at event %d: %w", p.name, pos, err)
 			}
 		}
-		if checkpoint && p.store != nil {
+		if checkpoint {
+			p.due = false
 			if err := p.checkpoint(uint64(pos)); err != nil {
 				return err
 			}
