@@ -26,13 +26,11 @@ import (
 // within MaxChainShare of it; otherwise it is full. So a restore reads the
 // full snapshot and at most MaxChainShare of its size again in deltas.
 //
-// An incremental checkpoint merges the newest deltas of its chain with its
-// own (delta.Merge) the way a binary counter carries: a delta is folded
-// into the newer one after it while it is less than twice that one's size,
-// and further while the chain would be longer than MaxChainLength. The
-// chain stays short (O(log n) deltas after n checkpoints, never more than
-// MaxChainLength) and each byte is rewritten O(log n) times, not once per
-// checkpoint.
+// An incremental checkpoint whose chain has MaxChainLength deltas already
+// merges the newest deltas of the chain with its own (delta.Merge), and
+// older ones while they are smaller than what is being merged: restores
+// read at most MaxChainLength deltas, and a merge mostly rewrites small,
+// recent deltas.
 type CheckpointPolicy struct {
 	AlwaysFull     bool    // never incremental
 	MaxChainLength int     // default 8
@@ -40,8 +38,9 @@ type CheckpointPolicy struct {
 	MaxChainShare  float64 // default 1.0
 	// MaxChangeShare: a checkpoint whose changes (entries and timers) are
 	// more than this share of the state's entries and timers is full,
-	// decided during the diff, which stops there (default 0.05: a change
-	// costs a delta about 20 times what an entry costs a full snapshot).
+	// decided during the diff, which stops there (default 0.1: a changed
+	// entry costs a delta 5 to 10 times what an entry costs a full
+	// snapshot, merges included).
 	// 1 or more: no limit.
 	MaxChangeShare float64
 }
@@ -57,7 +56,7 @@ func (p CheckpointPolicy) withDefaults() CheckpointPolicy {
 		p.MaxChainShare = 1.0
 	}
 	if p.MaxChangeShare <= 0 {
-		p.MaxChangeShare = 0.05
+		p.MaxChangeShare = 0.1
 	}
 	return p
 }
@@ -353,19 +352,13 @@ func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base
 	if base.snap.capture.Owner() != cp.snap.capture.Owner() {
 		return nil, fmt.Errorf("%w: diff from checkpoint %d: snapshots of two backends", ErrCheckpoint, base.manifest.ID)
 	}
-	d, ok, err := delta.DiffAtMost(base.snap.deltaVersion(), cp.snap.deltaVersion(), limit)
+	var buf bytes.Buffer
+	changed, ok, err := delta.WriteDiff(ctx, &buf, base.snap.deltaVersion(), cp.snap.deltaVersion(), base.manifest.ID, cp.id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: diff from checkpoint %d: %w", ErrCheckpoint, base.manifest.ID, err)
 	}
 	if !ok {
 		return nil, nil // too many changes: a full snapshot is cheaper
-	}
-	d.Base, d.Target = base.manifest.ID, cp.id
-	entries, timers := d.Changes()
-	var buf bytes.Buffer
-	buf.Grow(64 * (entries + timers + 16)) // a change takes some 20-60 bytes: grow once
-	if err := delta.Write(ctx, &buf, d, nil); err != nil {
-		return nil, err
 	}
 	chain := base.manifest.Segments
 	full := chain[0].Size
@@ -378,7 +371,7 @@ func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base
 		return nil, nil
 	}
 	m := manifestOf(cp, Incremental)
-	m.Changed = entries + timers
+	m.Changed = changed
 	file := buf.Bytes()
 	segBase := base.manifest.ID
 	if k := mergeCount(chain[1:], size, c.policy.MaxChainLength); k > 0 {
@@ -391,6 +384,14 @@ func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base
 				return nil, err
 			}
 			ds = append(ds, prev)
+		}
+		r, err := delta.Open(bytes.NewReader(file), int64(len(file)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: checkpoint %d: reading back its delta: %w", ErrCheckpoint, cp.id, err)
+		}
+		d, err := r.Read(ctx, r.Meta().KeyGroups)
+		if err != nil {
+			return nil, fmt.Errorf("%w: checkpoint %d: reading back its delta: %w", ErrCheckpoint, cp.id, err)
 		}
 		merged, err := delta.Merge(append(ds, d)...)
 		if err != nil {
@@ -418,17 +419,20 @@ func (c *Checkpoints) writeIncremental(ctx context.Context, cp *Checkpoint, base
 }
 
 // mergeCount returns how many of a chain's last deltas to merge with a new
-// delta of size bytes: like a binary counter, a delta is merged into the
-// one after it while it is less than twice as big as that one (so the
-// chain's deltas shrink geometrically from the full onwards, every byte is
-// rewritten O(log n) times over n checkpoints, and the chain stays
-// O(log n) long), and more are merged if the chain would still be longer
-// than maxLen.
+// delta of size bytes: none while the chain has room (MaxChainLength);
+// when it has not, the newest deltas are folded together, and each older
+// one too while it is smaller than the run being folded. The chain's
+// deltas so stay ordered by size, big and old first, a merge rewrites
+// mostly small recent deltas, and a big delta is rewritten only once the
+// small ones after it have grown as big.
 func mergeCount(deltas []Segment, size int64, maxLen int) int {
+	if len(deltas) < maxLen {
+		return 0
+	}
 	k, tail := 0, size
 	for k < len(deltas) {
 		prev := deltas[len(deltas)-1-k].Size
-		if prev >= 2*tail && len(deltas)-k+1 <= maxLen {
+		if k > 0 && prev >= tail && len(deltas)-k+1 <= maxLen {
 			break
 		}
 		tail += prev

@@ -33,6 +33,23 @@ const (
 // if not nil, counts bytes and changes as they are written. Any goroutine;
 // d must not be modified meanwhile.
 func Write(ctx context.Context, w io.Writer, d *Delta, prog *snapshot.Progress) error {
+	stateIndex := map[string]int{}
+	for i, s := range sortedStates(d) {
+		stateIndex[s] = i
+	}
+	serviceIndex := map[string]int{}
+	for i, t := range sortedServices(d) {
+		serviceIndex[t] = i
+	}
+	return writeSections(ctx, w, d, d.Groups(), func(g int) ([]byte, int) {
+		return encodeGroup(d.groups[g], stateIndex, serviceIndex)
+	}, prog)
+}
+
+// writeSections writes a delta file: the header of d, the section of each
+// of groups in order (section returns its bytes, end tag included, and its
+// number of changes), the index and the footer.
+func writeSections(ctx context.Context, w io.Writer, d *Delta, groups []int, section func(g int) ([]byte, int), prog *snapshot.Progress) error {
 	meta := snapshot.AppendMeta(nil, d.Meta)
 	buf := append([]byte(headerMagic), 0, formatVersion)
 	buf = binary.BigEndian.AppendUint64(buf, d.Base)
@@ -52,23 +69,12 @@ func Write(ctx context.Context, w io.Writer, d *Delta, prog *snapshot.Progress) 
 	if err := emit(buf); err != nil {
 		return err
 	}
-
-	stateIndex := map[string]int{}
-	for i, s := range sortedStates(d) {
-		stateIndex[s] = i
-	}
-	serviceIndex := map[string]int{}
-	for i, t := range sortedServices(d) {
-		serviceIndex[t] = i
-	}
-	var index []byte
-	groups := d.Groups()
-	index = binary.AppendUvarint(index, uint64(len(groups)))
+	index := binary.AppendUvarint(nil, uint64(len(groups)))
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		sec, n := encodeGroup(d.groups[g], stateIndex, serviceIndex)
+		sec, n := section(g)
 		index = binary.AppendUvarint(index, uint64(g))
 		index = binary.AppendUvarint(index, uint64(off))
 		index = binary.AppendUvarint(index, uint64(len(sec)))

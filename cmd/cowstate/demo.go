@@ -45,7 +45,7 @@ func (c *demoConfig) stream() streamConfig {
 func (c *demoConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.keys, "keys", 1_000_000, "`n` distinct users (keys)")
 	fs.Int64Var(&c.events, "events", 2_000_000, "the stream's length: `n` events")
-	fs.Int64Var(&c.every, "checkpoint-every", 50_000, "take a checkpoint every `n` events")
+	fs.Int64Var(&c.every, "checkpoint-every", 25_000, "take a checkpoint every `n` events")
 	fs.Int64Var(&c.crashAt, "crash-at", 0, "crash after `n` events (default: between two checkpoints, 70% through the stream)")
 	fs.DurationVar(&c.gap, "gap", 10*time.Second, "session gap, in event time")
 	fs.DurationVar(&c.outOfOrder, "out-of-orderness", 5*time.Second, "bound on the out-of-orderness of event time: the watermark trails the highest event time by this much")

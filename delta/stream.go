@@ -1,0 +1,183 @@
+package delta
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/cowstate/cowstate/cow"
+	"github.com/cowstate/cowstate/internal/wire"
+	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
+)
+
+// WriteDiff diffs prev and next like DiffAtMost and writes the delta
+// straight to w in the file format, without building a Delta: each state's
+// changes are encoded as the structural diff yields them (key group by key
+// group, in entry-hash order), so the cost is the diff plus the encoding,
+// with no per-change map or sort. It gives up, writing nothing, once more
+// than maxChanges entries and timers changed (negative: no limit), and
+// reports ok false then. Within a state and key group, entries come in
+// entry-hash order rather than the composite-key order of Write: the bytes
+// are deterministic for a pair of versions, and Read gives the same Delta
+// either way. Any goroutine, while both captures are live.
+func WriteDiff(ctx context.Context, w io.Writer, prev, next Version, base, target uint64, maxChanges int) (changes int, ok bool, err error) {
+	pm, nm := prev.Meta, next.Meta
+	if pm.MaxParallelism != nm.MaxParallelism || pm.KeyGroups != nm.KeyGroups {
+		return 0, false, fmt.Errorf("%w: max parallelism %d, key groups %v, then %d, %v", ErrMismatch, pm.MaxParallelism, pm.KeyGroups, nm.MaxParallelism, nm.KeyGroups)
+	}
+	d := &Delta{Base: base, Target: target, Meta: nm}
+	d.Meta.Version = 0
+	sections := map[int][]byte{}
+	over := func() bool {
+		changes++
+		return maxChanges >= 0 && changes > maxChanges
+	}
+	for i, name := range sortedStates(d) {
+		// A run of one key group's changes, flushed as one state record.
+		var run []byte
+		runGroup, runLen := -1, 0
+		flush := func() {
+			if runLen == 0 {
+				return
+			}
+			sec := sections[runGroup]
+			sec = append(sec, tagState)
+			sec = binary.AppendUvarint(sec, uint64(i))
+			sec = binary.AppendUvarint(sec, uint64(runLen))
+			sections[runGroup] = append(sec, run...)
+			run, runLen = run[:0], 0
+		}
+		err := statetable.DiffState(prev.State, next.State, name, func(c statetable.EntryChange) bool {
+			if c.Group != runGroup {
+				flush()
+				runGroup = c.Group
+			}
+			run = appendChange(run, c)
+			runLen++
+			return !over()
+		})
+		if err != nil {
+			return 0, false, fmt.Errorf("%w: %w", ErrMismatch, err)
+		}
+		if maxChanges >= 0 && changes > maxChanges {
+			return changes, false, nil
+		}
+		flush()
+	}
+	timers := map[int][]timerChange{}
+	for j, svc := range sortedServices(d) {
+		nq, ok := next.Timers[svc]
+		if !ok {
+			return 0, false, fmt.Errorf("%w: timer service %q has no queues", ErrMismatch, svc)
+		}
+		pq, had := prev.Timers[svc]
+		for _, dq := range []struct {
+			dom        snapshot.Domain
+			prev, next *timerqueue.Snapshot
+		}{{snapshot.EventTime, pq.Event, nq.Event}, {snapshot.ProcessingTime, pq.Processing, nq.Processing}} {
+			var diffs func(func(cow.Change[timerqueue.Timer, int]) bool)
+			if had {
+				diffs = timerqueue.Diff(dq.prev, dq.next)
+			} else {
+				diffs = func(yield func(cow.Change[timerqueue.Timer, int]) bool) {
+					for t, g := range dq.next.All() {
+						if !yield(cow.Change[timerqueue.Timer, int]{Kind: cow.Added, Key: t, New: g}) {
+							return
+						}
+					}
+				}
+			}
+			for c := range diffs {
+				g := c.New
+				if c.Kind == cow.Removed {
+					g = c.Old
+				}
+				timers[g] = append(timers[g], timerChange{service: j, domain: dq.dom, t: c.Key, present: c.Kind != cow.Removed})
+				if over() {
+					return changes, false, nil
+				}
+			}
+		}
+	}
+	for g, ts := range timers {
+		sections[g] = appendTimers(sections[g], ts)
+	}
+
+	groups := slices.Sorted(maps.Keys(sections))
+	err = writeSections(ctx, w, d, groups, func(g int) ([]byte, int) { return append(sections[g], tagEnd), 0 }, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	return changes, true, nil
+}
+
+// timerChange is one timer registered or removed, for WriteDiff.
+type timerChange struct {
+	service int
+	domain  snapshot.Domain
+	t       timerqueue.Timer
+	present bool
+}
+
+// appendChange encodes one entry change as a state record holds it.
+func appendChange(dst []byte, c statetable.EntryChange) []byte {
+	switch c.Op {
+	case statetable.OpDelete:
+		dst = append(dst, opDelete)
+		return wire.AppendBytes(dst, c.Key)
+	case statetable.OpPut:
+		dst = append(dst, opPut)
+		dst = wire.AppendBytes(dst, c.Key)
+		return wire.AppendBytes(dst, c.Cell)
+	}
+	dst = append(dst, opPatch)
+	dst = wire.AppendBytes(dst, c.Key)
+	dst = binary.AppendUvarint(dst, uint64(len(c.Parts)))
+	for _, p := range c.Parts {
+		if p.Deleted {
+			dst = append(dst, 1)
+			dst = wire.AppendBytes(dst, p.Key)
+			continue
+		}
+		dst = append(dst, 0)
+		dst = wire.AppendBytes(dst, p.Key)
+		dst = wire.AppendBytes(dst, p.Value)
+	}
+	return dst
+}
+
+// appendTimers encodes a key group's timer changes as timer records, by
+// service, domain and firing order.
+func appendTimers(sec []byte, ts []timerChange) []byte {
+	slices.SortFunc(ts, func(a, b timerChange) int {
+		return cmp.Or(cmp.Compare(a.service, b.service), cmp.Compare(a.domain, b.domain), timerqueue.Compare(a.t, b.t))
+	})
+	for i := 0; i < len(ts); {
+		j := i + 1
+		for j < len(ts) && ts[j].service == ts[i].service && ts[j].domain == ts[i].domain {
+			j++
+		}
+		sec = append(sec, tagTimers)
+		sec = binary.AppendUvarint(sec, uint64(ts[i].service))
+		sec = append(sec, byte(ts[i].domain))
+		sec = binary.AppendUvarint(sec, uint64(j-i))
+		for _, t := range ts[i:j] {
+			present := byte(0)
+			if t.present {
+				present = 1
+			}
+			sec = append(sec, present)
+			sec = binary.AppendVarint(sec, t.t.Timestamp)
+			sec = wire.AppendString(sec, t.t.Key)
+			sec = wire.AppendString(sec, t.t.Namespace)
+		}
+		i = j
+	}
+	return sec
+}
