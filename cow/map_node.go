@@ -229,11 +229,22 @@ func (s *mapSlot[K, V]) all(yield func(K, V) bool, check func()) bool {
 // hash, with branches stamped with epoch and every leaf freshly allocated
 // (owned by its new parent).
 func buildSlot[K comparable, V any](ents []mapEntry[K, V], depth int, epoch uint64) mapSlot[K, V] {
+	return build(ents, depth, epoch, true)
+}
+
+// build returns the canonical subtree of ents at depth; its leaves are
+// copies of their runs of ents (clone), or slices of ents itself, each
+// capped at its own length so that an in-place insert into one never
+// spills into the next.
+func build[K comparable, V any](ents []mapEntry[K, V], depth int, epoch uint64, clone bool) mapSlot[K, V] {
 	if len(ents) == 0 {
 		return mapSlot[K, V]{}
 	}
 	if len(ents) <= mapLeafMax || depth >= mapDepths {
-		return leafSlot(slices.Clone(ents))
+		if clone {
+			return leafSlot(slices.Clone(ents))
+		}
+		return leafSlot(ents[:len(ents):len(ents)])
 	}
 	b := &mapBranch[K, V]{epoch: epoch, count: len(ents), id: branchIDs.Add(1)}
 	// Entries sorted by hash are grouped by slot: each kid is one run.
@@ -243,7 +254,7 @@ func buildSlot[K comparable, V any](ents []mapEntry[K, V], depth int, epoch uint
 		for j < len(ents) && slotAt(ents[j].hash, depth) == s {
 			j++
 		}
-		b.kids[s] = buildSlot(ents[i:j], depth+1, epoch)
+		b.kids[s] = build(ents[i:j], depth+1, epoch, clone)
 		if b.kids[s].isLeaf() {
 			b.owned |= 1 << s
 		}

@@ -44,7 +44,7 @@ func mapEntries[K comparable, V any](run []MapEntry[K, V]) []mapEntry[K, V] {
 func (m *Map[K, V]) setRun(s *mapSlot[K, V], writable bool, depth int, run []mapEntry[K, V]) (_ mapSlot[K, V], added int, fresh bool) {
 	switch b := s.branch(); {
 	case s.p == nil:
-		return buildShared(run, depth, m.owner.epoch), len(run), true
+		return build(run, depth, m.owner.epoch, false), len(run), true
 	case b != nil:
 		b = m.ownBranch(b)
 		for i := 0; i < len(run); {
@@ -89,27 +89,5 @@ func (m *Map[K, V]) setRun(s *mapSlot[K, V], writable bool, depth int, run []map
 			}
 		}
 	}
-	return buildShared(merged, depth, m.owner.epoch), len(merged) - len(old), true
-}
-
-// buildShared is buildSlot with leaves that alias ents (each capped at its
-// own length, so an in-place insert into one never spills into the next).
-func buildShared[K comparable, V any](ents []mapEntry[K, V], depth int, epoch uint64) mapSlot[K, V] {
-	if len(ents) <= mapLeafMax || depth >= mapDepths {
-		return leafSlot(ents[:len(ents):len(ents)])
-	}
-	b := &mapBranch[K, V]{epoch: epoch, count: len(ents), id: branchIDs.Add(1)}
-	for i := 0; i < len(ents); {
-		s := slotAt(ents[i].hash, depth)
-		j := i + 1
-		for j < len(ents) && slotAt(ents[j].hash, depth) == s {
-			j++
-		}
-		b.kids[s] = buildShared(ents[i:j], depth+1, epoch)
-		if b.kids[s].isLeaf() {
-			b.owned |= 1 << s
-		}
-		i = j
-	}
-	return branchSlot(b)
+	return build(merged, depth, m.owner.epoch, false), len(merged) - len(old), true
 }

@@ -19,13 +19,7 @@ type Reader struct {
 	size         int64
 	base, target uint64
 	meta         snapshot.Meta
-	index        []indexEntry
-}
-
-type indexEntry struct {
-	group       int
-	off, length int64
-	sum         uint64
+	index        []wire.Section
 }
 
 // Open checks a delta file's magic, version, header checksum, footer and
@@ -33,7 +27,7 @@ type indexEntry struct {
 // errors), say what and at which offset, and nothing is allocated beyond
 // the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
-	if size < int64(fixedHeader+8+footerSize) {
+	if size < int64(fixedHeader+8+wire.FooterSize) {
 		return nil, fmt.Errorf("%w: delta file of %d bytes is shorter than an empty delta", ErrCorrupt, size)
 	}
 	head, err := readAt(r, 0, int64(fixedHeader), size)
@@ -51,7 +45,7 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	rd.target = binary.BigEndian.Uint64(head[len(headerMagic)+10:])
 	metaLen := int64(binary.BigEndian.Uint32(head[len(headerMagic)+18:]))
 	headerEnd := int64(fixedHeader) + metaLen + 8
-	if headerEnd > size-footerSize {
+	if headerEnd > size-wire.FooterSize {
 		return nil, fmt.Errorf("%w: delta metadata of %d bytes at offset %d runs past the end (%d bytes)", ErrCorrupt, metaLen, fixedHeader, size)
 	}
 	header, err := readAt(r, 0, headerEnd, size)
@@ -65,59 +59,14 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 		return nil, err
 	}
 
-	foot, err := readAt(r, size-footerSize, footerSize, size)
-	if err != nil {
+	if rd.index, err = wire.ReadIndex(r, size, headerEnd, footerMagic, rd.meta.KeyGroups.First, rd.meta.KeyGroups.Last, ErrCorrupt); err != nil {
 		return nil, err
-	}
-	if string(foot[24:]) != footerMagic {
-		return nil, fmt.Errorf("%w: bad delta footer magic at offset %d (truncated file?)", ErrCorrupt, size-8)
-	}
-	indexOff, indexLen := binary.BigEndian.Uint64(foot), binary.BigEndian.Uint64(foot[8:])
-	if indexOff < uint64(headerEnd) || indexOff > uint64(size-footerSize) || indexLen != uint64(size-footerSize)-indexOff {
-		return nil, fmt.Errorf("%w: delta index at offset %d, length %d, does not fit between the header and the footer", ErrCorrupt, indexOff, indexLen)
-	}
-	ib, err := readAt(r, int64(indexOff), int64(indexLen), size)
-	if err != nil {
-		return nil, err
-	}
-	if xxhash.Sum64(ib) != binary.BigEndian.Uint64(foot[16:]) {
-		return nil, fmt.Errorf("%w: delta index checksum at offset %d does not match", ErrCorrupt, indexOff)
-	}
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: ib, Base: int64(indexOff), What: "delta index"}
-	n := d.Count(len(ib)/11 + 1)
-	next := headerEnd
-	for range n {
-		e := indexEntry{group: d.Count(rd.meta.MaxParallelism)}
-		e.off = int64(d.Uvarint())
-		e.length = int64(d.Uvarint())
-		e.sum = d.U64()
-		if d.Err == nil && (e.off != next || e.length < 1 || e.length > int64(indexOff)-e.off) {
-			d.Fail("section of key group %d at offset %d, length %d, out of place", e.group, e.off, e.length)
-		}
-		if d.Err == nil && len(rd.index) > 0 && e.group <= rd.index[len(rd.index)-1].group {
-			d.Fail("key group %d after %d", e.group, rd.index[len(rd.index)-1].group)
-		}
-		next = e.off + e.length
-		rd.index = append(rd.index, e)
-	}
-	if d.Err == nil && (d.Left() != 0 || next != int64(indexOff)) {
-		d.Fail("%d bytes left over, sections end at %d", d.Left(), next)
-	}
-	if d.Err != nil {
-		return nil, d.Err
 	}
 	return rd, nil
 }
 
 func readAt(r io.ReaderAt, off, n, size int64) ([]byte, error) {
-	if off < 0 || n < 0 || off+n > size {
-		return nil, fmt.Errorf("%w: read of %d bytes at offset %d past the end (%d bytes)", ErrCorrupt, n, off, size)
-	}
-	b := make([]byte, n)
-	if _, err := r.ReadAt(b, off); err != nil {
-		return nil, fmt.Errorf("delta: read at offset %d: %w", off, err)
-	}
-	return b, nil
+	return wire.ReadAt(r, off, n, size, ErrCorrupt)
 }
 
 // Base and Target return the versions the delta goes between.
@@ -136,20 +85,20 @@ func (r *Reader) Size() int64 { return r.size }
 func (r *Reader) Read(ctx context.Context, kgs statetable.KeyGroupRange) (*Delta, error) {
 	d := &Delta{Base: r.base, Target: r.target, Meta: r.meta}
 	for _, e := range r.index {
-		if !kgs.Contains(e.group) {
+		if !kgs.Contains(e.Group) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b, err := readAt(r.r, e.off, e.length, r.size)
+		b, err := readAt(r.r, e.Off, e.Length, r.size)
 		if err != nil {
 			return nil, err
 		}
-		if xxhash.Sum64(b) != e.sum {
-			return nil, fmt.Errorf("%w: delta section of key group %d at offset %d: checksum does not match", ErrCorrupt, e.group, e.off)
+		if xxhash.Sum64(b) != e.Sum {
+			return nil, fmt.Errorf("%w: delta section of key group %d at offset %d: checksum does not match", ErrCorrupt, e.Group, e.Off)
 		}
-		if err := r.section(d.group(e.group), e, b); err != nil {
+		if err := r.section(d.group(e.Group), e, b); err != nil {
 			return nil, err
 		}
 	}
@@ -157,8 +106,8 @@ func (r *Reader) Read(ctx context.Context, kgs statetable.KeyGroupRange) (*Delta
 }
 
 // section decodes one key group's section into gr.
-func (r *Reader) section(gr *group, e indexEntry, b []byte) error {
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.off, What: fmt.Sprintf("delta section of key group %d", e.group)}
+func (r *Reader) section(gr *group, e wire.Section, b []byte) error {
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: fmt.Sprintf("delta section of key group %d", e.Group)}
 	states, services := r.meta.States, r.meta.Timers
 	for {
 		switch tag := d.Byte(); {

@@ -15,7 +15,6 @@ const (
 	footerMagic   = "CWDELTND"
 	formatVersion = 1
 	fixedHeader   = len(headerMagic) + 2 + 8 + 8 + 4 // magic, version, base, target, meta length
-	footerSize    = 8 + 8 + 8 + 8                    // index offset, index length, index checksum, magic
 
 	tagEnd    = 0
 	tagState  = 1
@@ -75,10 +74,7 @@ func writeSections(ctx context.Context, w io.Writer, d *Delta, groups []int, sec
 			return err
 		}
 		sec, n := section(g)
-		index = binary.AppendUvarint(index, uint64(g))
-		index = binary.AppendUvarint(index, uint64(off))
-		index = binary.AppendUvarint(index, uint64(len(sec)))
-		index = binary.BigEndian.AppendUint64(index, xxhash.Sum64(sec))
+		index = wire.AppendSection(index, wire.Section{Group: g, Off: off, Length: int64(len(sec)), Sum: xxhash.Sum64(sec)})
 		if err := emit(sec); err != nil {
 			return err
 		}
@@ -86,14 +82,11 @@ func writeSections(ctx context.Context, w io.Writer, d *Delta, groups []int, sec
 			prog.Entries.Add(int64(n))
 		}
 	}
-	footer := binary.BigEndian.AppendUint64(nil, uint64(off))
-	footer = binary.BigEndian.AppendUint64(footer, uint64(len(index)))
-	footer = binary.BigEndian.AppendUint64(footer, xxhash.Sum64(index))
-	footer = append(footer, footerMagic...)
+	indexOff := off
 	if err := emit(index); err != nil {
 		return err
 	}
-	return emit(footer)
+	return emit(wire.AppendFooter(nil, indexOff, index, footerMagic))
 }
 
 // sortedStates and sortedServices return the names the metadata lists, in

@@ -30,13 +30,7 @@ type Reader struct {
 	r     io.ReaderAt
 	size  int64
 	meta  Meta
-	index []indexEntry
-}
-
-type indexEntry struct {
-	group       int
-	off, length int64
-	sum         uint64
+	index []wire.Section
 }
 
 // Open checks the file's footer, metadata and index (magic, version,
@@ -44,7 +38,7 @@ type indexEntry struct {
 // r's I/O errors). Nothing is allocated beyond the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	const fixedHeader = len(headerMagic) + 2 + 4
-	if size < int64(fixedHeader+8+footerSize) {
+	if size < int64(fixedHeader+8+wire.FooterSize) {
 		return nil, fmt.Errorf("%w: file of %d bytes is shorter than an empty snapshot", ErrCorrupt, size)
 	}
 	head, err := readAt(r, 0, int64(fixedHeader), size)
@@ -59,7 +53,7 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	}
 	metaLen := int64(binary.BigEndian.Uint32(head[len(headerMagic)+2:]))
 	headerEnd := int64(fixedHeader) + metaLen + 8
-	if headerEnd > size-footerSize {
+	if headerEnd > size-wire.FooterSize {
 		return nil, fmt.Errorf("%w: metadata of %d bytes at offset %d runs past the end (%d bytes)", ErrCorrupt, metaLen, fixedHeader, size)
 	}
 	metaAndSum, err := readAt(r, int64(fixedHeader), metaLen+8, size)
@@ -74,63 +68,15 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	foot, err := readAt(r, size-footerSize, footerSize, size)
+	idx, err := wire.ReadIndex(r, size, headerEnd, footerMagic, meta.KeyGroups.First, meta.KeyGroups.Last, ErrCorrupt)
 	if err != nil {
 		return nil, err
-	}
-	if string(foot[24:]) != footerMagic {
-		return nil, fmt.Errorf("%w: bad footer magic at offset %d (truncated file?)", ErrCorrupt, size-8)
-	}
-	indexOff := int64(binary.BigEndian.Uint64(foot))
-	indexLen := int64(binary.BigEndian.Uint64(foot[8:]))
-	if indexOff < headerEnd || indexLen < 1 || indexLen > size-footerSize-indexOff {
-		return nil, fmt.Errorf("%w: index at offset %d, %d bytes, outside [%d, %d)", ErrCorrupt, indexOff, indexLen, headerEnd, size-footerSize)
-	}
-	ib, err := readAt(r, indexOff, indexLen, size)
-	if err != nil {
-		return nil, err
-	}
-	if binary.BigEndian.Uint64(foot[16:]) != xxhash.Sum64(ib) {
-		return nil, fmt.Errorf("%w: index checksum at offset %d does not match", ErrCorrupt, size-16)
-	}
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: ib, Base: indexOff, What: "index"}
-	n := d.Count(len(ib) + 1)
-	idx := make([]indexEntry, 0, n)
-	next, prevGroup := headerEnd, meta.KeyGroups.First-1
-	for range n {
-		e := indexEntry{group: d.Count(meta.MaxParallelism), off: int64(d.Uvarint()), length: int64(d.Uvarint()), sum: d.U64()}
-		if d.Err != nil {
-			return nil, d.Err
-		}
-		if e.group <= prevGroup || e.group > meta.KeyGroups.Last || e.off != next || e.length < 1 || e.length > indexOff-e.off {
-			return nil, fmt.Errorf("%w: index entry for key group %d (section at %d, %d bytes) out of order or out of bounds", ErrCorrupt, e.group, e.off, e.length)
-		}
-		prevGroup, next = e.group, e.off+e.length
-		idx = append(idx, e)
-	}
-	if d.Err == nil && d.Left() != 0 {
-		d.Fail("%d bytes left over", d.Left())
-	}
-	if d.Err != nil {
-		return nil, d.Err
-	}
-	if next != indexOff {
-		return nil, fmt.Errorf("%w: sections end at %d, index starts at %d", ErrCorrupt, next, indexOff)
 	}
 	return &Reader{r: r, size: size, meta: meta, index: idx}, nil
 }
 
-// readAt reads n bytes at off, after checking they are inside the file, so
-// a length field cannot make it allocate more than the file holds.
 func readAt(r io.ReaderAt, off, n, size int64) ([]byte, error) {
-	if off < 0 || n < 0 || off+n > size {
-		return nil, fmt.Errorf("%w: %d bytes at offset %d past the end (%d bytes)", ErrCorrupt, n, off, size)
-	}
-	b := make([]byte, n)
-	if _, err := r.ReadAt(b, off); err != nil {
-		return nil, fmt.Errorf("snapshot: reading %d bytes at offset %d: %w", n, off, err)
-	}
-	return b, nil
+	return wire.ReadAt(r, off, n, size, ErrCorrupt)
 }
 
 // Meta returns the snapshot's metadata.
@@ -140,7 +86,7 @@ func (r *Reader) Meta() Meta { return r.meta }
 func (r *Reader) Groups() []int {
 	gs := make([]int, len(r.index))
 	for i, e := range r.index {
-		gs[i] = e.group
+		gs[i] = e.Group
 	}
 	return gs
 }
@@ -151,18 +97,18 @@ func (r *Reader) Groups() []int {
 // the sink's) or when ctx is done.
 func (r *Reader) Restore(ctx context.Context, sink Sink, kgs statetable.KeyGroupRange) error {
 	for _, e := range r.index {
-		if !kgs.Contains(e.group) {
+		if !kgs.Contains(e.Group) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b, err := readAt(r.r, e.off, e.length, r.size)
+		b, err := readAt(r.r, e.Off, e.Length, r.size)
 		if err != nil {
 			return err
 		}
-		if xxhash.Sum64(b) != e.sum {
-			return fmt.Errorf("%w: key group %d section at offset %d: checksum does not match", ErrCorrupt, e.group, e.off)
+		if xxhash.Sum64(b) != e.Sum {
+			return fmt.Errorf("%w: key group %d section at offset %d: checksum does not match", ErrCorrupt, e.Group, e.Off)
 		}
 		if err := r.section(sink, e, b); err != nil {
 			return err
@@ -171,8 +117,8 @@ func (r *Reader) Restore(ctx context.Context, sink Sink, kgs statetable.KeyGroup
 	return nil
 }
 
-func (r *Reader) section(sink Sink, e indexEntry, b []byte) error {
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.off, What: fmt.Sprintf("key group %d section", e.group)}
+func (r *Reader) section(sink Sink, e wire.Section, b []byte) error {
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: fmt.Sprintf("key group %d section", e.Group)}
 	for {
 		switch tag := d.Byte(); {
 		case d.Err != nil:
@@ -191,7 +137,7 @@ func (r *Reader) section(sink Sink, e indexEntry, b []byte) error {
 			name := r.meta.States[i].Name
 			restore, done, err := sink.EntryRestorer(name, n)
 			if err != nil {
-				return fmt.Errorf("key group %d section at offset %d: %w", e.group, e.off, err)
+				return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
 			}
 			for range n {
 				key, cell := d.Bytes(), d.Bytes()
@@ -199,11 +145,11 @@ func (r *Reader) section(sink Sink, e indexEntry, b []byte) error {
 					return d.Err
 				}
 				if err := restore(key, cell); err != nil {
-					return fmt.Errorf("key group %d section at offset %d: %w", e.group, e.off, err)
+					return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
 				}
 			}
 			if err := done(); err != nil {
-				return fmt.Errorf("key group %d section at offset %d: %w", e.group, e.off, err)
+				return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
 			}
 		case tag == tagTimers:
 			j := d.Count(len(r.meta.Timers))
@@ -222,8 +168,8 @@ func (r *Reader) section(sink Sink, e indexEntry, b []byte) error {
 				if d.Err != nil {
 					return d.Err
 				}
-				if err := sink.RestoreTimer(name, dom, e.group, ts, key, ns); err != nil {
-					return fmt.Errorf("key group %d section at offset %d: %w", e.group, e.off, err)
+				if err := sink.RestoreTimer(name, dom, e.Group, ts, key, ns); err != nil {
+					return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
 				}
 			}
 		default:

@@ -50,7 +50,6 @@ const (
 	headerMagic   = "CWSNAP\x00\x01"
 	footerMagic   = "CWSNAPND"
 	formatVersion = 1
-	footerSize    = 8 + 8 + 8 + 8 // index offset, index length, index checksum, magic
 )
 
 // countingWriter counts bytes and sticks to the first error.
@@ -166,10 +165,7 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 			continue
 		}
 		section = append(section, tagEnd)
-		index = binary.AppendUvarint(index, uint64(g))
-		index = binary.AppendUvarint(index, uint64(cw.n))
-		index = binary.AppendUvarint(index, uint64(len(section)))
-		index = binary.BigEndian.AppendUint64(index, xxhash.Sum64(section))
+		index = wire.AppendSection(index, wire.Section{Group: g, Off: cw.n, Length: int64(len(section)), Sum: xxhash.Sum64(section)})
 		sections++
 		cw.write(section)
 		if cw.err != nil {
@@ -179,11 +175,7 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 	index = append(binary.AppendUvarint(nil, uint64(sections)), index...)
 	indexOff := cw.n
 	cw.write(index)
-	footer := binary.BigEndian.AppendUint64(nil, uint64(indexOff))
-	footer = binary.BigEndian.AppendUint64(footer, uint64(len(index)))
-	footer = binary.BigEndian.AppendUint64(footer, xxhash.Sum64(index))
-	footer = append(footer, footerMagic...)
-	cw.write(footer)
+	cw.write(wire.AppendFooter(nil, indexOff, index, footerMagic))
 	if cw.err != nil {
 		return fmt.Errorf("snapshot: %w", cw.err)
 	}

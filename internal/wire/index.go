@@ -1,0 +1,110 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// The snapshot and delta formats end the same way: the key-group sections
+// back to back after the header, an index of them, and a footer.
+//
+//	index:  uvarint n, then n entries: uvarint key group, uvarint offset,
+//	        uvarint length, u64 xxhash64 of the section
+//	footer: u64 index offset, u64 index length, u64 xxhash64 of the index,
+//	        8 bytes of magic
+
+// FooterSize is the length of a footer.
+const FooterSize = 8 + 8 + 8 + 8
+
+// Section is one key group's section of a file, as its index lists it.
+type Section struct {
+	Group       int
+	Off, Length int64
+	Sum         uint64
+}
+
+// AppendSection appends an index entry.
+func AppendSection(index []byte, s Section) []byte {
+	index = binary.AppendUvarint(index, uint64(s.Group))
+	index = binary.AppendUvarint(index, uint64(s.Off))
+	index = binary.AppendUvarint(index, uint64(s.Length))
+	return binary.BigEndian.AppendUint64(index, s.Sum)
+}
+
+// AppendFooter appends the footer of an index written at indexOff.
+func AppendFooter(dst []byte, indexOff int64, index []byte, magic string) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(indexOff))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(len(index)))
+	dst = binary.BigEndian.AppendUint64(dst, xxhash.Sum64(index))
+	return append(dst, magic...)
+}
+
+// ReadAt reads n bytes at off after checking they are inside a file of
+// size bytes, so a length field cannot make it allocate more than the file
+// holds; a read past the end is an error wrapping corrupt.
+func ReadAt(r io.ReaderAt, off, n, size int64, corrupt error) ([]byte, error) {
+	if off < 0 || n < 0 || off > size || n > size-off {
+		return nil, fmt.Errorf("%w: %d bytes at offset %d past the end (%d bytes)", corrupt, n, off, size)
+	}
+	b := make([]byte, n)
+	if _, err := r.ReadAt(b, off); err != nil {
+		return nil, fmt.Errorf("reading %d bytes at offset %d: %w", n, off, err)
+	}
+	return b, nil
+}
+
+// ReadIndex reads and checks the footer and the index of a file of size
+// bytes whose header ends at headerEnd: the magic, the index checksum, and
+// that the sections are of key groups ascending within [first, last] and
+// fill the space between the header and the index exactly. Errors wrap
+// corrupt and say where.
+func ReadIndex(r io.ReaderAt, size, headerEnd int64, magic string, first, last int, corrupt error) ([]Section, error) {
+	if size-FooterSize < headerEnd {
+		return nil, fmt.Errorf("%w: no room for a footer after the header (%d bytes)", corrupt, size)
+	}
+	foot, err := ReadAt(r, size-FooterSize, FooterSize, size, corrupt)
+	if err != nil {
+		return nil, err
+	}
+	if string(foot[24:]) != magic {
+		return nil, fmt.Errorf("%w: bad footer magic at offset %d (truncated file?)", corrupt, size-8)
+	}
+	indexOff := int64(binary.BigEndian.Uint64(foot))
+	indexLen := int64(binary.BigEndian.Uint64(foot[8:]))
+	if indexOff < headerEnd || indexOff > size-FooterSize || indexLen < 1 || indexLen != size-FooterSize-indexOff {
+		return nil, fmt.Errorf("%w: index at offset %d, %d bytes, does not fill [%d, %d)", corrupt, indexOff, indexLen, headerEnd, size-FooterSize)
+	}
+	ib, err := ReadAt(r, indexOff, indexLen, size, corrupt)
+	if err != nil {
+		return nil, err
+	}
+	if binary.BigEndian.Uint64(foot[16:]) != xxhash.Sum64(ib) {
+		return nil, fmt.Errorf("%w: index checksum at offset %d does not match", corrupt, size-16)
+	}
+	d := Decoder{Corrupt: corrupt, B: ib, Base: indexOff, What: "index"}
+	n := d.Count(len(ib)/11 + 1) // an entry takes at least 11 bytes
+	idx := make([]Section, 0, n)
+	next, prev := headerEnd, first-1
+	for range n {
+		s := Section{Group: d.Count(last + 1), Off: int64(d.Uvarint()), Length: int64(d.Uvarint()), Sum: d.U64()}
+		if d.Err != nil {
+			return nil, d.Err
+		}
+		if s.Group <= prev || s.Off != next || s.Length < 1 || s.Length > indexOff-s.Off {
+			return nil, fmt.Errorf("%w: index entry for key group %d (section at %d, %d bytes) out of order or out of bounds", corrupt, s.Group, s.Off, s.Length)
+		}
+		prev, next = s.Group, s.Off+s.Length
+		idx = append(idx, s)
+	}
+	if d.Left() != 0 {
+		d.Fail("%d bytes left over", d.Left())
+		return nil, d.Err
+	}
+	if next != indexOff {
+		return nil, fmt.Errorf("%w: sections end at %d, the index starts at %d", corrupt, next, indexOff)
+	}
+	return idx, nil
+}
