@@ -89,6 +89,9 @@ func (m *Map[K, V]) Set(k K, v V) (replaced bool) {
 // a caller can look up with a key that aliases a scratch buffer and copy it
 // only when it must be kept.
 func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool) {
+	if m.updateInPlace(h, k, v) {
+		return true
+	}
 	root, r, fresh := m.set(&m.root, m.owner.writable(m.rootEpoch), 0, h, k, v, keep)
 	switch r {
 	case unchanged:
@@ -99,6 +102,40 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 	m.setRoot(root, fresh)
 	m.verify("Set")
 	return r == updated
+}
+
+// updateInPlace is Set's fast path, the common case of a writer with no
+// capture pinning the path: k is present in a leaf the writer owns, under
+// branches it owns, so its value is replaced where it is, with no copy and
+// no change of shape or counts, in one walk down without recursion. It
+// reports false, having changed nothing, when that is not the case.
+func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
+	high := m.owner.high.Load()
+	s := &m.root
+	if s.n != branchMark && m.rootEpoch <= high {
+		return false
+	}
+	depth := 0
+	for s.n == branchMark {
+		b := (*mapBranch[K, V])(s.p)
+		i := slotAt(h, depth)
+		if b.epoch <= high || b.owned&(1<<i) == 0 {
+			return false
+		}
+		s = &b.kids[i]
+		depth++
+	}
+	ents := s.ents()
+	i, found := findEntry(ents, h, k, depth)
+	if !found {
+		return false
+	}
+	if !m.equal(ents[i].val, v) {
+		ents[i].val = v
+		m.owner.wrote()
+		m.verify("Set")
+	}
+	return true
 }
 
 func (m *Map[K, V]) setRoot(root mapSlot[K, V], fresh bool) {
