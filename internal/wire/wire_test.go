@@ -1,0 +1,66 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+var errTest = errors.New("corrupt")
+
+func TestDecoder_NeverTrustsLengths(t *testing.T) {
+	b := binary.AppendUvarint(nil, 1<<60) // a blob "of 2^60 bytes"
+	b = append(b, "abc"...)
+	d := Decoder{B: b, What: "test", Corrupt: errTest}
+	if got := d.Bytes(); got != nil || !errors.Is(d.Err, errTest) {
+		t.Fatalf("huge length: %q, %v", got, d.Err)
+	}
+	if d.Byte() != 0 || d.U64() != 0 || d.Uvarint() != 0 {
+		t.Fatal("reads after an error return zero values")
+	}
+	d = Decoder{B: binary.AppendUvarint(nil, 7), What: "test", Corrupt: errTest}
+	if d.Count(7); d.Err == nil {
+		t.Fatal("count 7 with limit 7 accepted")
+	}
+	d = Decoder{B: AppendString(AppendBytes(nil, []byte{1, 2}), "xy"), Corrupt: errTest}
+	if got, s := d.Bytes(), d.String(); !bytes.Equal(got, []byte{1, 2}) || s != "xy" || d.Left() != 0 || d.Err != nil {
+		t.Fatalf("round trip: %v %q %v", got, s, d.Err)
+	}
+}
+
+// file builds header + sections + index + footer as the formats do.
+func file(header []byte, groups []int, sections [][]byte) []byte {
+	out := bytes.Clone(header)
+	var index []byte
+	index = binary.AppendUvarint(index, uint64(len(groups)))
+	for i, g := range groups {
+		index = AppendSection(index, Section{Group: g, Off: int64(len(out)), Length: int64(len(sections[i]))})
+		out = append(out, sections[i]...)
+	}
+	off := int64(len(out))
+	out = append(out, index...)
+	return AppendFooter(out, off, index, "TESTEND!")
+}
+
+func TestReadIndex(t *testing.T) {
+	header := []byte("HEADER")
+	good := file(header, []int{1, 3}, [][]byte{[]byte("aa"), []byte("bbb")})
+	idx, err := ReadIndex(bytes.NewReader(good), int64(len(good)), int64(len(header)), "TESTEND!", 0, 7, errTest)
+	if err != nil || len(idx) != 2 || idx[1].Group != 3 || idx[1].Off != 8 || idx[1].Length != 3 {
+		t.Fatalf("good file: %+v, %v", idx, err)
+	}
+	for name, f := range map[string][]byte{
+		"groups out of order":  file(header, []int{3, 1}, [][]byte{[]byte("aa"), []byte("bbb")}),
+		"group past the range": file(header, []int{1, 9}, [][]byte{[]byte("aa"), []byte("bbb")}),
+		"truncated":            good[:len(good)-1],
+		"empty":                nil,
+	} {
+		if _, err := ReadIndex(bytes.NewReader(f), int64(len(f)), int64(len(header)), "TESTEND!", 0, 7, errTest); !errors.Is(err, errTest) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := ReadAt(bytes.NewReader(good), 4, 1<<62, int64(len(good)), errTest); !errors.Is(err, errTest) {
+		t.Fatalf("read past the end: %v", err)
+	}
+}
