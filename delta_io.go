@@ -48,15 +48,11 @@ func (b *Backend) ApplyDelta(ctx context.Context, base uint64, d *delta.Delta) e
 // deltaTarget adapts a Backend to delta.Target.
 type deltaTarget struct{ sink }
 
-func (t deltaTarget) DeleteEntry(state string, key []byte) error {
-	return t.b.table.DeleteEntry(state, key)
-}
-
-func (t deltaTarget) PatchEntry(state string, key []byte, parts []statetable.Part) error {
-	return t.b.table.PatchEntry(state, key, parts)
-}
-
 func (t deltaTarget) DeleteTimer(service string, d snapshot.Domain, g int, ts int64, key, ns string) error {
 	queueOf(t.b.services[service], d).Delete(timerqueue.Timer{Timestamp: ts, Key: key, Namespace: ns})
 	return nil
+}
+
+func (t deltaTarget) ApplyEntries(state string, ops []statetable.EntryOp) error {
+	return t.b.table.ApplyEntries(state, ops)
 }

@@ -12,13 +12,10 @@ import (
 // version (a Backend restoring a chain implements it). Its methods run on
 // Apply's goroutine.
 type Target interface {
-	// RestoreEntry stores an entry whole (as a snapshot's restore does);
-	// the target may keep key.
-	RestoreEntry(state string, key, cell []byte) error
-	// DeleteEntry removes an entry (a no-op if absent).
-	DeleteEntry(state string, key []byte) error
-	// PatchEntry applies the parts of a list or map cell.
-	PatchEntry(state string, key []byte, parts []statetable.Part) error
+	// ApplyEntries replays the changes of one state in one key group, each
+	// on a different entry, in an order of its choosing (see
+	// statetable.Table.ApplyEntries); the target may keep the keys.
+	ApplyEntries(state string, ops []statetable.EntryOp) error
 	// RestoreTimer registers a timer; DeleteTimer removes one (a no-op if
 	// absent).
 	RestoreTimer(service string, d snapshot.Domain, g int, ts int64, key, ns string) error
@@ -44,10 +41,12 @@ func Apply(ctx context.Context, dst Target, base uint64, d *Delta, kgs statetabl
 		}
 		gr := d.groups[g]
 		for _, state := range sortedKeys(gr.states) {
+			ops := make([]statetable.EntryOp, 0, len(gr.states[state]))
 			for ck, op := range gr.states[state] {
-				if err := applyOp(dst, state, []byte(ck), op); err != nil {
-					return fmt.Errorf("delta %d->%d, key group %d: %w", d.Base, d.Target, g, err)
-				}
+				ops = append(ops, statetable.EntryOp{Key: []byte(ck), Delete: op.deleted, Put: op.put, Cell: op.cell, Parts: op.partList()})
+			}
+			if err := dst.ApplyEntries(state, ops); err != nil {
+				return fmt.Errorf("delta %d->%d, key group %d: %w", d.Base, d.Target, g, err)
 			}
 		}
 		for t, present := range gr.timers {
@@ -65,15 +64,8 @@ func Apply(ctx context.Context, dst Target, base uint64, d *Delta, kgs statetabl
 	return nil
 }
 
-func applyOp(dst Target, state string, ck []byte, op *entryOp) error {
-	if op.deleted {
-		return dst.DeleteEntry(state, ck)
-	}
-	if op.put {
-		if err := dst.RestoreEntry(state, ck, op.cell); err != nil {
-			return err
-		}
-	}
+// partList returns the op's parts in part-key order (nil if none).
+func (op *entryOp) partList() []statetable.Part {
 	if len(op.parts) == 0 {
 		return nil
 	}
@@ -81,5 +73,5 @@ func applyOp(dst Target, state string, ck []byte, op *entryOp) error {
 	for _, k := range sortedKeys(op.parts) {
 		parts = append(parts, op.parts[k])
 	}
-	return dst.PatchEntry(state, ck, parts)
+	return parts
 }

@@ -1,8 +1,10 @@
 package statetable
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -219,3 +221,53 @@ func (c *cells[K, N, C]) patch(ck string, parts []Part) error {
 
 // appendPosition encodes a list position as a part key.
 func appendPosition(dst []byte, pos uint64) []byte { return binary.AppendUvarint(dst, pos) }
+
+// EntryOp is one entry's net change as a delta replays it: a delete, or a
+// put of Cell, then the Parts patched onto the cell (either may be absent).
+type EntryOp struct {
+	Key    []byte
+	Delete bool
+	Put    bool
+	Cell   []byte
+	Parts  []Part
+}
+
+// ApplyEntries replays ops, each on a different entry, on the named state,
+// in entry-hash order: the walk down the map then visits its nodes in
+// order, so consecutive ops share the path and the caches. The table may
+// keep the keys. Errors as RestoreEntry, DeleteEntry and PatchEntry; ops
+// before the failing one stay applied. Writer goroutine only.
+func (t *Table) ApplyEntries(name string, ops []EntryOp) error {
+	r, ok := t.states[name]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	type hashed struct {
+		h  uint64
+		op *EntryOp
+	}
+	order := make([]hashed, len(ops))
+	for i := range ops {
+		ck := unsafe.String(unsafe.SliceData(ops[i].Key), len(ops[i].Key))
+		order[i] = hashed{compositeHash(ck), &ops[i]}
+	}
+	slices.SortFunc(order, func(a, b hashed) int { return cmp.Compare(a.h, b.h) })
+	for _, o := range order {
+		op := o.op
+		ck := unsafe.String(unsafe.SliceData(op.Key), len(op.Key))
+		var err error
+		switch {
+		case op.Delete:
+			err = r.delete(ck)
+		case op.Put:
+			err = r.restore(ck, op.Cell)
+		}
+		if err == nil && len(op.Parts) > 0 {
+			err = r.patch(ck, op.Parts)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
