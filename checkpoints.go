@@ -35,7 +35,7 @@ type CheckpointPolicy struct {
 	AlwaysFull     bool    // never incremental
 	MaxChainLength int     // default 8
 	MaxDeltaShare  float64 // default 0.25
-	MaxChainShare  float64 // default 1.0
+	MaxChainShare  float64 // default 0.5
 	// MaxChangeShare: a checkpoint whose changes (entries and timers) are
 	// more than this share of the state's entries and timers is full,
 	// decided during the diff, which stops there (default 0.1: a changed
@@ -54,7 +54,7 @@ func (p CheckpointPolicy) withDefaults() CheckpointPolicy {
 		p.MaxDeltaShare = 0.25
 	}
 	if p.MaxChainShare <= 0 {
-		p.MaxChainShare = 1.0
+		p.MaxChainShare = 0.5
 	}
 	if p.MaxChangeShare <= 0 {
 		p.MaxChangeShare = 0.1
