@@ -608,3 +608,23 @@ func TestCheckpoints_PolicyChangeShare(t *testing.T) {
 		t.Fatalf("kinds %s, want ffifi", kinds)
 	}
 }
+
+func FuzzManifest(f *testing.F) {
+	f.Add(encodeManifest(&Manifest{ID: 7, Kind: Incremental, MaxParallelism: 128,
+		KeyGroups: statetable.KeyGroupRange{First: 0, Last: 127},
+		Segments:  []Segment{{Name: fullName(5, false), Target: 5, Size: 10, Sum: "0123456789abcdef"}, {Name: deltaName(5, 7), Delta: true, Base: 5, Target: 7, Size: 3, Sum: "0123456789abcdef"}},
+		States:    map[string]int{"count": 3}, UserMeta: []byte("offset")}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeManifest("fuzz", b)
+		if err != nil {
+			if !errors.Is(err, ErrCheckpoint) {
+				t.Fatalf("error not matching ErrCheckpoint: %v", err)
+			}
+			return
+		}
+		again, err := decodeManifest("fuzz", encodeManifest(m))
+		if err != nil || again.ID != m.ID || len(again.Segments) != len(m.Segments) {
+			t.Fatalf("re-encoded manifest: %v", err)
+		}
+	})
+}
