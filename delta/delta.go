@@ -100,25 +100,11 @@ func (d *Delta) Changes() (entries, timers int) {
 // empty ones. Base and Target of the result are left zero for the caller.
 // Any goroutine, while both captures are live.
 func Diff(prev, next Version) (*Delta, error) {
-	d, _, err := DiffAtMost(prev, next, -1)
-	return d, err
-}
-
-// DiffAtMost is Diff that gives up as soon as the delta holds more than
-// maxChanges entries and timers (a negative maxChanges is no limit): ok is
-// false then, and the cost so far is O(maxChanges). A caller choosing
-// between a delta and a full snapshot bounds its work this way.
-func DiffAtMost(prev, next Version, maxChanges int) (d *Delta, ok bool, err error) {
 	pm, nm := prev.Meta, next.Meta
 	if pm.MaxParallelism != nm.MaxParallelism || pm.KeyGroups != nm.KeyGroups {
-		return nil, false, fmt.Errorf("%w: max parallelism %d, key groups %v, then %d, %v", ErrMismatch, pm.MaxParallelism, pm.KeyGroups, nm.MaxParallelism, nm.KeyGroups)
+		return nil, fmt.Errorf("%w: max parallelism %d, key groups %v, then %d, %v", ErrMismatch, pm.MaxParallelism, pm.KeyGroups, nm.MaxParallelism, nm.KeyGroups)
 	}
-	changes := 0
-	over := func() bool {
-		changes++
-		return maxChanges >= 0 && changes > maxChanges
-	}
-	d = &Delta{Meta: nm}
+	d := &Delta{Meta: nm}
 	d.Meta.Version = 0
 	for _, info := range nm.States {
 		err := statetable.DiffState(prev.State, next.State, info.Name, func(c statetable.EntryChange) bool {
@@ -130,19 +116,16 @@ func DiffAtMost(prev, next Version, maxChanges int) (d *Delta, ok bool, err erro
 				}
 			}
 			d.group(c.Group).ops(info.Name)[string(c.Key)] = op
-			return !over()
+			return true
 		})
 		if err != nil {
-			return nil, false, fmt.Errorf("%w: %w", ErrMismatch, err)
-		}
-		if maxChanges >= 0 && changes > maxChanges {
-			return nil, false, nil
+			return nil, fmt.Errorf("%w: %w", ErrMismatch, err)
 		}
 	}
 	for _, svc := range nm.Timers {
 		nq, ok := next.Timers[svc.Name]
 		if !ok {
-			return nil, false, fmt.Errorf("%w: timer service %q has no queues", ErrMismatch, svc.Name)
+			return nil, fmt.Errorf("%w: timer service %q has no queues", ErrMismatch, svc.Name)
 		}
 		pq, had := prev.Timers[svc.Name]
 		for _, dq := range []struct {
@@ -155,9 +138,6 @@ func DiffAtMost(prev, next Version, maxChanges int) (d *Delta, ok bool, err erro
 			if !had {
 				for t, g := range dq.next.All() {
 					record(t, g, true)
-					if over() {
-						return nil, false, nil
-					}
 				}
 				continue
 			}
@@ -168,13 +148,10 @@ func DiffAtMost(prev, next Version, maxChanges int) (d *Delta, ok bool, err erro
 				case cow.Removed:
 					record(c.Key, c.Old, false)
 				}
-				if over() {
-					return nil, false, nil
-				}
 			}
 		}
 	}
-	return d, true, nil
+	return d, nil
 }
 
 func (gr *group) ops(state string) map[string]*entryOp {

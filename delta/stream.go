@@ -16,7 +16,7 @@ import (
 	"github.com/cowstate/cowstate/timerqueue"
 )
 
-// WriteDiff diffs prev and next like DiffAtMost and writes the delta
+// WriteDiff diffs prev and next like Diff and writes the delta
 // straight to w in the file format, without building a Delta: each state's
 // changes are encoded as the structural diff yields them (key group by key
 // group, in entry-hash order), so the cost is the diff plus the encoding,
