@@ -145,10 +145,6 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 // sink adapts a Backend to snapshot.Sink.
 type sink struct{ b *Backend }
 
-func (s sink) RestoreEntry(state string, key, cell []byte) error {
-	return s.b.table.RestoreEntry(state, key, cell)
-}
-
 func (s sink) EntryRestorer(state string, n int) (func(key, cell []byte) error, func() error, error) {
 	return s.b.table.Restorer(state, n)
 }

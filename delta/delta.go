@@ -1,11 +1,9 @@
 package delta
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/cowstate/cowstate/cow"
 	"github.com/cowstate/cowstate/snapshot"
@@ -167,16 +165,4 @@ func (gr *group) ops(state string) map[string]*entryOp {
 // format writes them in, so equal deltas encode alike).
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
-}
-
-// sortedTimers returns timer keys ordered by service, domain, then firing
-// order.
-func sortedTimers(m map[timerKey]bool) []timerKey {
-	ks := slices.Collect(maps.Keys(m))
-	slices.SortFunc(ks, func(a, b timerKey) int {
-		return cmp.Or(strings.Compare(a.service, b.service), cmp.Compare(a.domain, b.domain),
-			timerqueue.Compare(timerqueue.Timer{Timestamp: a.ts, Key: a.key, Namespace: a.ns},
-				timerqueue.Timer{Timestamp: b.ts, Key: b.key, Namespace: b.ns}))
-	})
-	return ks
 }

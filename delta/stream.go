@@ -127,19 +127,29 @@ type timerChange struct {
 
 // appendChange encodes one entry change as a state record holds it.
 func appendChange(dst []byte, c statetable.EntryChange) []byte {
+	kind := byte(opPatch)
 	switch c.Op {
 	case statetable.OpDelete:
-		dst = append(dst, opDelete)
-		return wire.AppendBytes(dst, c.Key)
+		kind = opDelete
 	case statetable.OpPut:
-		dst = append(dst, opPut)
-		dst = wire.AppendBytes(dst, c.Key)
-		return wire.AppendBytes(dst, c.Cell)
+		kind = opPut
 	}
-	dst = append(dst, opPatch)
-	dst = wire.AppendBytes(dst, c.Key)
-	dst = binary.AppendUvarint(dst, uint64(len(c.Parts)))
-	for _, p := range c.Parts {
+	return appendEntry(dst, kind, c.Key, c.Cell, c.Parts)
+}
+
+// appendEntry encodes one entry of a state record: op kind, composite key,
+// the cell (puts) and the parts (patches).
+func appendEntry(dst []byte, kind byte, key, cell []byte, parts []statetable.Part) []byte {
+	dst = append(dst, kind)
+	dst = wire.AppendBytes(dst, key)
+	if kind == opPut || kind == opPutPatch {
+		dst = wire.AppendBytes(dst, cell)
+	}
+	if kind != opPatch && kind != opPutPatch {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(parts)))
+	for _, p := range parts {
 		if p.Deleted {
 			dst = append(dst, 1)
 			dst = wire.AppendBytes(dst, p.Key)

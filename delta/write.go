@@ -8,6 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/cowstate/cowstate/internal/wire"
 	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 const (
@@ -136,50 +137,16 @@ func encodeGroup(gr *group, stateIndex, serviceIndex map[string]int) (sec []byte
 			case op.put:
 				kind = opPut
 			}
-			sec = append(sec, kind)
-			sec = wire.AppendString(sec, ck)
-			if op.put {
-				sec = wire.AppendBytes(sec, op.cell)
-			}
-			if kind == opPatch || kind == opPutPatch {
-				sec = binary.AppendUvarint(sec, uint64(len(op.parts)))
-				for _, pk := range sortedKeys(op.parts) {
-					p := op.parts[pk]
-					if p.Deleted {
-						sec = append(sec, 1)
-						sec = wire.AppendBytes(sec, p.Key)
-						continue
-					}
-					sec = append(sec, 0)
-					sec = wire.AppendBytes(sec, p.Key)
-					sec = wire.AppendBytes(sec, p.Value)
-				}
-			}
+			sec = appendEntry(sec, kind, []byte(ck), op.cell, op.partList())
 		}
 		n += len(ops)
 	}
-	timers := sortedTimers(gr.timers)
-	for i := 0; i < len(timers); {
-		j := i
-		for j < len(timers) && timers[j].service == timers[i].service && timers[j].domain == timers[i].domain {
-			j++
-		}
-		sec = append(sec, tagTimers)
-		sec = binary.AppendUvarint(sec, uint64(serviceIndex[timers[i].service]))
-		sec = append(sec, byte(timers[i].domain))
-		sec = binary.AppendUvarint(sec, uint64(j-i))
-		for _, t := range timers[i:j] {
-			present := byte(0)
-			if gr.timers[t] {
-				present = 1
-			}
-			sec = append(sec, present)
-			sec = binary.AppendVarint(sec, t.ts)
-			sec = wire.AppendString(sec, t.key)
-			sec = wire.AppendString(sec, t.ns)
-		}
-		n += j - i
-		i = j
+	timers := make([]timerChange, 0, len(gr.timers))
+	for t, present := range gr.timers {
+		timers = append(timers, timerChange{service: serviceIndex[t.service], domain: t.domain,
+			t: timerqueue.Timer{Timestamp: t.ts, Key: t.key, Namespace: t.ns}, present: present})
 	}
+	sec = appendTimers(sec, timers)
+	n += len(timers)
 	return append(sec, tagEnd), n
 }

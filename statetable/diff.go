@@ -192,13 +192,17 @@ func (c *cells[K, N, C]) delete(ck string) error {
 
 // patch implements PatchEntry.
 func (c *cells[K, N, C]) patch(ck string, parts []Part) error {
-	if c.parts == nil {
-		return fmt.Errorf("%w: state %q: a %v state has no parts to patch", ErrDecode, c.info.Name, c.info.Kind)
-	}
 	if _, _, err := splitComposite(ck); err != nil {
 		return fmt.Errorf("state %q: %w", c.info.Name, err)
 	}
-	h := compositeHash(ck)
+	return c.patchHashed(compositeHash(ck), ck, parts)
+}
+
+// patchHashed is patch for a checked composite key whose entry hash is h.
+func (c *cells[K, N, C]) patchHashed(h uint64, ck string, parts []Part) error {
+	if c.parts == nil {
+		return fmt.Errorf("%w: state %q: a %v state has no parts to patch", ErrDecode, c.info.Name, c.info.Kind)
+	}
 	old, ok := c.m.GetHashed(h, ck)
 	if !ok {
 		return fmt.Errorf("%w: state %q: patch of an absent entry", ErrDecode, c.info.Name)
@@ -235,38 +239,55 @@ type EntryOp struct {
 // ApplyEntries replays ops, each on a different entry, on the named state,
 // in entry-hash order: the walk down the map then visits its nodes in
 // order, so consecutive ops share the path and the caches. The table may
-// keep the keys. Errors as RestoreEntry, DeleteEntry and PatchEntry; ops
-// before the failing one stay applied. Writer goroutine only.
+// keep the keys. Errors as RestoreEntry, DeleteEntry and PatchEntry; a key
+// or cell that does not decode fails before anything is written, a failing
+// patch leaves the ops before it applied. Writer goroutine only.
 func (t *Table) ApplyEntries(name string, ops []EntryOp) error {
 	r, ok := t.states[name]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownState, name)
 	}
-	type hashed struct {
-		h  uint64
-		op *EntryOp
+	return r.apply(ops)
+}
+
+// apply implements ApplyEntries: each key is checked and hashed once (a
+// put's cell decoded with it), then the ops run in hash order.
+func (c *cells[K, N, C]) apply(ops []EntryOp) error {
+	type item struct {
+		h    uint64
+		ck   string
+		op   *EntryOp
+		cell C
 	}
-	order := make([]hashed, len(ops))
+	items := make([]item, len(ops))
 	for i := range ops {
-		ck := unsafe.String(unsafe.SliceData(ops[i].Key), len(ops[i].Key))
-		order[i] = hashed{compositeHash(ck), &ops[i]}
-	}
-	slices.SortFunc(order, func(a, b hashed) int { return cmp.Compare(a.h, b.h) })
-	for _, o := range order {
-		op := o.op
-		ck := unsafe.String(unsafe.SliceData(op.Key), len(op.Key))
+		it := &items[i]
+		it.op = &ops[i]
+		it.ck = unsafe.String(unsafe.SliceData(it.op.Key), len(it.op.Key))
 		var err error
-		switch {
-		case op.Delete:
-			err = r.delete(ck)
-		case op.Put:
-			err = r.restore(ck, op.Cell)
-		}
-		if err == nil && len(op.Parts) > 0 {
-			err = r.patch(ck, op.Parts)
+		if it.op.Put {
+			it.h, it.cell, err = c.decodeEntry(it.ck, it.op.Cell)
+		} else if _, _, err = splitComposite(it.ck); err != nil {
+			err = fmt.Errorf("state %q: %w", c.info.Name, err)
+		} else {
+			it.h = compositeHash(it.ck)
 		}
 		if err != nil {
 			return err
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.h, b.h) })
+	for _, it := range items {
+		switch {
+		case it.op.Delete:
+			c.m.DeleteHashed(it.h, it.ck)
+		case it.op.Put:
+			c.m.SetHashed(it.h, it.ck, it.cell, nil)
+		}
+		if len(it.op.Parts) > 0 {
+			if err := c.patchHashed(it.h, it.ck, it.op.Parts); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

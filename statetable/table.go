@@ -135,6 +135,8 @@ type registered interface {
 	// delete removes one entry; patch applies an OpPatch change.
 	delete(ck string) error
 	patch(ck string, parts []Part) error
+	// apply replays a batch of entry changes (see Table.ApplyEntries).
+	apply(ops []EntryOp) error
 }
 
 // register records a new state, or returns the one already registered under
