@@ -137,27 +137,32 @@ func slotAt(h uint64, depth int) int {
 	return int(h << (mapBits * depth) >> (64 - mapBits))
 }
 
-// searchLeaf returns the index of the first entry of ents with hash >= h.
+// leafAt returns the i-th entry of the leaf whose first entry is at p.
+// No bounds check: callers keep i below the leaf's length.
+func leafAt[K comparable, V any](p unsafe.Pointer, i uintptr) *mapEntry[K, V] {
+	return (*mapEntry[K, V])(unsafe.Add(p, i*unsafe.Sizeof(mapEntry[K, V]{})))
+}
+
+// searchLeaf returns the index of the first entry with hash >= h in the n
+// entries of the leaf at p (n > 0), a leaf at depth.
+//
 // The hashes of a leaf at depth share their first mapBits*depth bits and are
 // spread uniformly below, so the position is interpolated from the remaining
 // bits and corrected by a short scan (a few entries: the error of the guess
 // grows as the square root of the leaf size). That touches one or two cache
 // lines where a binary search touches five or six; it measured faster than
 // both a binary search and a branch-free count over a window around the
-// guess.
-func searchLeaf[K comparable, V any](ents []mapEntry[K, V], h uint64, depth int) int {
-	n := len(ents)
-	if n == 0 {
-		return 0
-	}
+// guess. The leaf is addressed by pointer with no bounds checks: this is the
+// innermost loop of every read and write.
+func searchLeaf[K comparable, V any](p unsafe.Pointer, n uintptr, h uint64, depth int) uintptr {
 	rest := h << min(63, mapBits*depth) // the bits below the leaf's prefix
-	i := int((rest >> 32) * uint64(n) >> 32)
-	if ents[i].hash < h {
-		for i++; i < n && ents[i].hash < h; i++ {
+	i := uintptr((rest >> 32) * uint64(n) >> 32)
+	if leafAt[K, V](p, i).hash < h {
+		for i++; i < n && leafAt[K, V](p, i).hash < h; i++ {
 		}
 		return i
 	}
-	for i > 0 && ents[i-1].hash >= h {
+	for i > 0 && leafAt[K, V](p, i-1).hash >= h {
 		i--
 	}
 	return i
@@ -166,27 +171,53 @@ func searchLeaf[K comparable, V any](ents []mapEntry[K, V], h uint64, depth int)
 // findEntry returns the index of key k with hash h in a leaf's entries, or
 // the index where it would be inserted.
 func findEntry[K comparable, V any](ents []mapEntry[K, V], h uint64, k K, depth int) (int, bool) {
-	i := searchLeaf(ents, h, depth)
-	for j := i; j < len(ents) && ents[j].hash == h; j++ {
-		if ents[j].key == k {
-			return j, true
+	if len(ents) == 0 {
+		return 0, false
+	}
+	p, n := unsafe.Pointer(unsafe.SliceData(ents)), uintptr(len(ents))
+	i := searchLeaf[K, V](p, n, h, depth)
+	for j := i; j < n; j++ {
+		if e := leafAt[K, V](p, j); e.hash != h {
+			break
+		} else if e.key == k {
+			return int(j), true
 		}
 	}
-	return i, false
+	return int(i), false
 }
 
 // lookup finds k (hash h) below s. Read-only: safe on captured nodes.
+//
+// It is findEntry written out, so that the hottest path of every read makes
+// no call below the map: at 1M entries that measured 10 to 20% faster.
 func (s *mapSlot[K, V]) lookup(h uint64, k K) (V, bool) {
 	depth := 0
 	for s.n == branchMark {
 		s = &(*mapBranch[K, V])(s.p).kids[slotAt(h, depth)]
 		depth++
 	}
-	ents := s.ents()
-	if i, ok := findEntry(ents, h, k, depth); ok {
-		return ents[i].val, true
-	}
 	var zero V
+	if s.n <= 0 {
+		return zero, false
+	}
+	p, n := s.p, uintptr(s.n)
+	rest := h << min(63, mapBits*depth)
+	i := uintptr((rest >> 32) * uint64(n) >> 32)
+	if leafAt[K, V](p, i).hash < h {
+		for i++; i < n && leafAt[K, V](p, i).hash < h; i++ {
+		}
+	} else {
+		for i > 0 && leafAt[K, V](p, i-1).hash >= h {
+			i--
+		}
+	}
+	for ; i < n; i++ {
+		if e := leafAt[K, V](p, i); e.hash != h {
+			break
+		} else if e.key == k {
+			return e.val, true
+		}
+	}
 	return zero, false
 }
 
