@@ -11,6 +11,15 @@ import (
 // group's hash range costs that range, not the map. Any goroutine while the
 // snapshot is live.
 func (s *MapSnapshot[K, V]) Scan(lo, hi uint64, yield func(h uint64, k K, v V) bool) {
+	s.ScanRefs(lo, hi, func(h uint64, k *K, v V) bool { return yield(h, *k, v) })
+}
+
+// ScanRefs is Scan passing each key by pointer into the snapshot's own
+// memory, which no write touches while the snapshot is live: the pointer,
+// and anything made from it without copying (a string over a key's bytes),
+// stays valid and unchanged until Release, and must not be written
+// through. It spares the copy of a large key per entry.
+func (s *MapSnapshot[K, V]) ScanRefs(lo, hi uint64, yield func(h uint64, k *K, v V) bool) {
 	s.capture.mustRead()
 	s.root.scan(0, 0, lo, hi, yield, s.capture.mustRead)
 }
@@ -18,12 +27,12 @@ func (s *MapSnapshot[K, V]) Scan(lo, hi uint64, yield func(h uint64, k K, v V) b
 // Scan is MapSnapshot.Scan for a root value (all hashes: lo 0, hi
 // math.MaxUint64 for the whole map).
 func (r MapRoot[K, V]) Scan(lo, hi uint64, yield func(h uint64, k K, v V) bool) {
-	r.slot.scan(0, 0, lo, hi, yield, nil)
+	r.slot.scan(0, 0, lo, hi, func(h uint64, k *K, v V) bool { return yield(h, *k, v) }, nil)
 }
 
 // scan visits the entries below s (at depth, covering hashes that start with
 // the mapBits*depth bits of prefix) whose hash is in [lo, hi].
-func (s *mapSlot[K, V]) scan(depth int, prefix, lo, hi uint64, yield func(uint64, K, V) bool, check func()) bool {
+func (s *mapSlot[K, V]) scan(depth int, prefix, lo, hi uint64, yield func(uint64, *K, V) bool, check func()) bool {
 	if b := s.branch(); b != nil {
 		shift := 64 - mapBits*(depth+1)
 		for i := range b.kids {
@@ -47,7 +56,7 @@ func (s *mapSlot[K, V]) scan(depth int, prefix, lo, hi uint64, yield func(uint64
 		touchKeys(ents[from:])
 	}
 	for i := from; i < len(ents) && ents[i].hash <= hi; i++ {
-		if !yield(ents[i].hash, ents[i].key, ents[i].val) {
+		if !yield(ents[i].hash, &ents[i].key, ents[i].val) {
 			return false
 		}
 	}

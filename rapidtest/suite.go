@@ -242,7 +242,13 @@ func prop(mach Machine, newBackend func(Config) Backend, opts Options) func(*rap
 		}
 		m := &machine{opts: opts, groups: mach.groups() & opts.Groups, newBackend: newBackend}
 		for i := range opts.Keys {
-			m.keys = append(m.keys, fmt.Sprint("k", i))
+			k := fmt.Sprint("k", i)
+			if i%3 == 2 {
+				// Long keys too: a backend may store short and long keys
+				// apart (cowstate does, at 31 bytes).
+				k += "-with-a-tail-that-makes-it-long-0123456789"
+			}
+			m.keys = append(m.keys, k)
 		}
 		m.nss = append(m.nss, "")
 		for i := 1; i < opts.Namespaces; i++ {

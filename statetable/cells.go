@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
-	"strings"
 	"unsafe"
 
 	"github.com/cowstate/cowstate/cow"
@@ -23,7 +22,7 @@ type cells[K, N, C any] struct {
 	info     StateInfo
 	kc       Codec[K]
 	nc       Codec[N]
-	m        *cow.Map[string, C]
+	m        cellMap[C]
 	nillable bool   // N can be nil: check namespaces
 	buf      []byte // scratch for composite keys; writer goroutine only
 	cell     cellCodec[C]
@@ -32,7 +31,7 @@ type cells[K, N, C any] struct {
 
 func newCells[K, N, C any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], equal func(a, b C) bool) *cells[K, N, C] {
 	c := &cells[K, N, C]{t: t, info: info, kc: kc, nc: nc, nillable: nillable[N]()}
-	c.m = cow.NewMap(t.owner, compositeHash, equal)
+	c.m = newCellMap(t.owner, equal)
 	return c
 }
 
@@ -71,7 +70,7 @@ func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 		var zero C
 		return zero, false, err
 	}
-	v, ok := c.m.GetHashed(h, ck)
+	v, ok := c.m.get(h, ck)
 	return v, ok, nil
 }
 
@@ -81,7 +80,7 @@ func (c *cells[K, N, C]) put(key K, ns N, v C) error {
 	if err != nil {
 		return err
 	}
-	c.m.SetHashed(h, ck, v, strings.Clone)
+	c.m.set(h, ck, v, true)
 	return nil
 }
 
@@ -91,7 +90,7 @@ func (c *cells[K, N, C]) clear(key K, ns N) error {
 	if err != nil {
 		return err
 	}
-	c.m.DeleteHashed(h, ck)
+	c.m.delete(h, ck)
 	return nil
 }
 
@@ -169,7 +168,7 @@ func pointerFree(t reflect.Type) bool {
 }
 
 // view returns the state's map as frozen by c.
-func (c *cells[K, N, C]) view(c2 *cow.Capture) any { return c.m.View(c2) }
+func (c *cells[K, N, C]) view(c2 *cow.Capture) any { return c.m.view(c2) }
 
 // viewLen returns the number of entries of a view.
-func (c *cells[K, N, C]) viewLen(v any) int { return v.(*cow.MapSnapshot[string, C]).Len() }
+func (c *cells[K, N, C]) viewLen(v any) int { return v.(cellView[C]).len() }

@@ -9,17 +9,28 @@ import (
 	"github.com/cowstate/cowstate/cow"
 )
 
+// longKey is a key whose composite keys are too long to be held inline.
+const longKey = "a-key-too-long-to-be-held-inline-0123456789"
+
 // collidingNamespaces returns n namespaces whose entry hashes collide for
-// any key (equal low bits of their hashes).
+// any key (equal low bits of their hashes), some short and some long
+// enough to put the composite key in the long-key map: colliding entries
+// in both maps.
 func collidingNamespaces(n int) []string {
 	const low = 1<<(64-keyHashBits) - 1
 	seen := map[uint64][]string{}
 	for i := 0; ; i++ {
 		ns := fmt.Sprint("ns", i)
+		if i%2 == 1 {
+			ns = fmt.Sprint("namespace-long-enough-for-the-long-map-", i)
+		}
 		h := xxhash.Sum64String(ns) & low
 		seen[h] = append(seen[h], ns)
+		if g := seen[h]; len(g) == n && len(g[0]) != len(g[len(g)-1]) {
+			return g
+		}
 		if len(seen[h]) == n {
-			return seen[h]
+			delete(seen, h)
 		}
 	}
 }

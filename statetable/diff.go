@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"strings"
 	"unsafe"
 
 	"github.com/cowstate/cowstate/cow"
@@ -140,18 +139,15 @@ type cellParts[C any] struct {
 // diff implements DiffState for one state; prevView is nil if the state is
 // not in the older snapshot.
 func (c *cells[K, N, C]) diff(prevView, nextView any, yield func(EntryChange) bool) {
-	next := nextView.(*cow.MapSnapshot[string, C])
-	var changes func(func(cow.Change[string, C]) bool)
-	if prevView == nil {
-		changes = func(yield func(cow.Change[string, C]) bool) {
-			for ck, cell := range next.All() {
-				if !yield(cow.Change[string, C]{Kind: cow.Added, Key: ck, New: cell}) {
-					return
-				}
-			}
+	next := nextView.(cellView[C])
+	changes := func(yield func(cow.Change[string, C]) bool) {
+		if prevView != nil {
+			next.diff(prevView.(cellView[C]), yield)
+			return
 		}
-	} else {
-		changes = cow.DiffMaps(prevView.(*cow.MapSnapshot[string, C]), next)
+		next.all(func(_ uint64, ck string, cell C) bool {
+			return yield(cow.Change[string, C]{Kind: cow.Added, Key: ck, New: cell})
+		})
 	}
 	for ch := range changes {
 		ec := EntryChange{Key: []byte(ch.Key), Group: c.groupOf(ch.Key)}
@@ -186,7 +182,7 @@ func (c *cells[K, N, C]) delete(ck string) error {
 	if _, _, err := splitComposite(ck); err != nil {
 		return fmt.Errorf("state %q: %w", c.info.Name, err)
 	}
-	c.m.DeleteHashed(compositeHash(ck), ck)
+	c.m.delete(compositeHash(ck), ck)
 	return nil
 }
 
@@ -203,7 +199,7 @@ func (c *cells[K, N, C]) patchHashed(h uint64, ck string, parts []Part) error {
 	if c.parts == nil {
 		return fmt.Errorf("%w: state %q: a %v state has no parts to patch", ErrDecode, c.info.Name, c.info.Kind)
 	}
-	old, ok := c.m.GetHashed(h, ck)
+	old, ok := c.m.get(h, ck)
 	if !ok {
 		return fmt.Errorf("%w: state %q: patch of an absent entry", ErrDecode, c.info.Name)
 	}
@@ -216,10 +212,10 @@ func (c *cells[K, N, C]) patchHashed(h uint64, ck string, parts []Part) error {
 		return fmt.Errorf("state %q: %w", c.info.Name, err)
 	}
 	if c.parts.empty(cell) {
-		c.m.DeleteHashed(h, ck)
+		c.m.delete(h, ck)
 		return nil
 	}
-	c.m.SetHashed(h, ck, cell, strings.Clone)
+	c.m.set(h, ck, cell, true)
 	return nil
 }
 
@@ -280,9 +276,9 @@ func (c *cells[K, N, C]) apply(ops []EntryOp) error {
 	for _, it := range items {
 		switch {
 		case it.op.Delete:
-			c.m.DeleteHashed(it.h, it.ck)
+			c.m.delete(it.h, it.ck)
 		case it.op.Put:
-			c.m.SetHashed(it.h, it.ck, it.cell, nil)
+			c.m.set(it.h, it.ck, it.cell, false)
 		}
 		if len(it.op.Parts) > 0 {
 			if err := c.patchHashed(it.h, it.ck, it.op.Parts); err != nil {

@@ -40,7 +40,7 @@ func applyChange(t *Table, name string, c EntryChange) error {
 // randomWrites applies n random writes of every kind to s, over a small key
 // space so that lists grow past their short form.
 func randomWrites(rt *rapid.T, s *states, n int) {
-	keys := []string{"a", "b", "c", "d"}
+	keys := []string{"a", "b", "c", longKey}
 	nss := []string{"x", "y"}
 	for range n {
 		k := rapid.SampledFrom(keys).Draw(rt, "key")
@@ -236,7 +236,7 @@ func TestRestorer_AnyOrder(t *testing.T) {
 	if err := done(); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.value.cells.m.Check(); err != nil {
+	if err := dst.value.cells.m.check(); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 300 {

@@ -6,7 +6,7 @@ import (
 )
 
 // Count returns the number of (key, namespace) entries of the state. O(1).
-func (c *cells[K, N, C]) Count() int { return c.m.Len() }
+func (c *cells[K, N, C]) Count() int { return c.m.len() }
 
 // Keys yields the keys that have state in namespace ns, in entry-hash order
 // (deterministic). The state must not be written during the iteration; use
@@ -14,18 +14,13 @@ func (c *cells[K, N, C]) Count() int { return c.m.Len() }
 func (c *cells[K, N, C]) Keys(ns N) iter.Seq[K] {
 	return func(yield func(K) bool) {
 		want := string(c.nc.Append(nil, ns))
-		for ck := range c.m.All() {
+		c.m.all(func(ck string, _ C) bool {
 			kb, nb, err := splitComposite(ck)
 			if err != nil {
 				panic("statetable: BUG: " + err.Error())
 			}
-			if nb != want {
-				continue
-			}
-			if !yield(mustDecode(c.kc, kb, c.info)) {
-				return
-			}
-		}
+			return nb != want || yield(mustDecode(c.kc, kb, c.info))
+		})
 	}
 }
 
@@ -33,15 +28,13 @@ func (c *cells[K, N, C]) Keys(ns N) iter.Seq[K] {
 // order. The state must not be written during the iteration.
 func (c *cells[K, N, C]) Pairs() iter.Seq2[K, N] {
 	return func(yield func(K, N) bool) {
-		for ck := range c.m.All() {
+		c.m.all(func(ck string, _ C) bool {
 			kb, nb, err := splitComposite(ck)
 			if err != nil {
 				panic("statetable: BUG: " + err.Error())
 			}
-			if !yield(mustDecode(c.kc, kb, c.info), mustDecode(c.nc, nb, c.info)) {
-				return
-			}
-		}
+			return yield(mustDecode(c.kc, kb, c.info), mustDecode(c.nc, nb, c.info))
+		})
 	}
 }
 
@@ -52,26 +45,28 @@ func (c *cells[K, N, C]) Pairs() iter.Seq2[K, N] {
 // return. The first error fn returns stops the iteration and is returned.
 // Cost: O(entries) plus the copy-on-write of what fn writes.
 func (c *cells[K, N, C]) ForEachKey(ns N, fn func(key K) error) error {
-	snap := c.m.Snapshot()
-	defer snap.Release()
+	capture := c.t.owner.Capture()
+	defer capture.Release()
 	want := string(c.nc.Append(nil, ns))
-	for ck := range snap.All() {
-		kb, nb, err := splitComposite(ck)
-		if err != nil {
-			return fmt.Errorf("state %q: %w", c.info.Name, err)
+	var err error
+	c.m.view(capture).all(func(_ uint64, ck string, _ C) bool {
+		kb, nb, e := splitComposite(ck)
+		if e != nil {
+			err = fmt.Errorf("state %q: %w", c.info.Name, e)
+			return false
 		}
 		if nb != want {
-			continue
+			return true
 		}
-		k, err := c.kc.Decode([]byte(kb))
-		if err != nil {
-			return fmt.Errorf("state %q: key: %w", c.info.Name, err)
+		k, e := c.kc.Decode([]byte(kb))
+		if e != nil {
+			err = fmt.Errorf("state %q: key: %w", c.info.Name, e)
+			return false
 		}
-		if err := fn(k); err != nil {
-			return err
-		}
-	}
-	return nil
+		err = fn(k)
+		return err == nil
+	})
+	return err
 }
 
 // mustDecode decodes bytes this package encoded with c: failure means the

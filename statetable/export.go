@@ -1,14 +1,11 @@
 package statetable
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
 	"unsafe"
-
-	"github.com/cowstate/cowstate/cow"
 )
 
 // This file is the state table's side of snapshot files: every state's
@@ -107,7 +104,7 @@ func (c *cells[K, N, C]) scan(view any, lo, hi uint64, yield func(key, cell []by
 		return true
 	}
 	ok := true
-	view.(*cow.MapSnapshot[string, C]).Scan(lo, hi, func(h uint64, ck string, cell C) bool {
+	view.(cellView[C]).scan(lo, hi, func(h uint64, ck string, cell C) bool {
 		e := entry{ck, cell}
 		switch {
 		case len(run) > 0 && h == pendHash:
@@ -140,7 +137,7 @@ func (c *cells[K, N, C]) restore(ck string, cellBytes []byte) error {
 	if err != nil {
 		return err
 	}
-	c.m.SetHashed(h, ck, cell, nil)
+	c.m.set(h, ck, cell, false)
 	return nil
 }
 
@@ -162,40 +159,21 @@ func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte) (uint64, C, er
 	return EntryHash(keyHash, []byte(nb)), cell, nil
 }
 
-// runRestorer implements Table.Restorer: the run goes into one array that
-// becomes the leaves of the map (cow.Map.SetRun).
+// runRestorer implements Table.Restorer: the entries go into arrays that
+// become the leaves of the maps (cellMap.restorer).
 func (c *cells[K, N, C]) runRestorer(n int) (add func(key, cell []byte) error, done func() error) {
-	run := make([]cow.MapEntry[string, C], 0, n)
-	sorted := true
+	put, finish := c.m.restorer(n)
 	add = func(key, cellBytes []byte) error {
 		ck := unsafe.String(unsafe.SliceData(key), len(key))
 		h, cell, err := c.decodeEntry(ck, cellBytes)
 		if err != nil {
 			return err
 		}
-		if l := len(run) - 1; l >= 0 && (h < run[l].Hash || h == run[l].Hash && ck <= run[l].Key) {
-			sorted = false
-		}
-		run = append(run, cow.MapEntry[string, C]{Hash: h, Key: ck, Val: cell})
+		put(h, ck, cell)
 		return nil
 	}
 	done = func() error {
-		if !sorted {
-			// Not canonical: sort, and keep the last of repeated keys.
-			slices.SortStableFunc(run, func(a, b cow.MapEntry[string, C]) int {
-				return cmp.Or(cmp.Compare(a.Hash, b.Hash), strings.Compare(a.Key, b.Key))
-			})
-			out := run[:0]
-			for i, e := range run {
-				if i+1 < len(run) && run[i+1].Hash == e.Hash && run[i+1].Key == e.Key {
-					continue
-				}
-				out = append(out, e)
-			}
-			run = out
-		}
-		c.m.SetRun(run)
-		run, sorted = nil, true
+		finish()
 		return nil
 	}
 	return add, done

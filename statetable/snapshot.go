@@ -11,7 +11,7 @@ import (
 // any goroutine, until the capture is released.
 type Snapshot struct {
 	capture *cow.Capture
-	views   map[string]any // state name -> *cow.MapSnapshot[string, C]
+	views   map[string]any // state name -> cellView[C]
 	regs    map[string]registered
 	infos   []StateInfo
 	maxPar  int
@@ -45,12 +45,12 @@ func (s *Snapshot) KeyGroups() KeyGroupRange { return s.owned }
 func (s *Snapshot) States() []StateInfo { return s.infos }
 
 // viewOf returns the typed view of a state in s.
-func viewOf[C any](s *Snapshot, info StateInfo) (*cow.MapSnapshot[string, C], error) {
+func viewOf[C any](s *Snapshot, info StateInfo) (cellView[C], error) {
 	v, ok := s.views[info.Name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q in snapshot (registered after it was taken)", ErrUnknownState, info.Name)
+		return cellView[C]{}, fmt.Errorf("%w %q in snapshot (registered after it was taken)", ErrUnknownState, info.Name)
 	}
-	return v.(*cow.MapSnapshot[string, C]), nil
+	return v.(cellView[C]), nil
 }
 
 // getAt reads the cell of (key, ns) from a snapshot. It encodes into a
@@ -66,7 +66,7 @@ func (c *cells[K, N, C]) getAt(s *Snapshot, key K, ns N) (C, bool, error) {
 	if err != nil {
 		return zero, false, err
 	}
-	v, ok := view.GetHashed(h, ck)
+	v, ok := view.get(h, ck)
 	return v, ok, nil
 }
 

@@ -176,7 +176,7 @@ func TestTable_StateMachine(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := newStates(t)
 		m := newModel()
-		keys := []string{"a", "b", "c", "d", "e"}
+		keys := []string{"a", "b", "c", "d", longKey}
 		nss := []string{"w1", "w2", "w3"}
 		type frozen struct {
 			snap *Snapshot

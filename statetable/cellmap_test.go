@@ -1,0 +1,184 @@
+package statetable
+
+import (
+	"cmp"
+	"encoding/binary"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cowstate/cowstate/cow"
+	"pgregory.net/rapid"
+)
+
+// compositeKey encodes a key with an empty namespace as cells do.
+func compositeKey(key string) string {
+	return string(binary.AppendUvarint(nil, uint64(len(key)))) + key
+}
+
+type hashedEntry struct {
+	h    uint64
+	ck   string
+	cell int64
+}
+
+// sortedByHash returns the model's entries in entry-hash order.
+func sortedByHash(m map[string]int64) []hashedEntry {
+	var out []hashedEntry
+	for ck, v := range m {
+		out = append(out, hashedEntry{compositeHash(ck), ck, v})
+	}
+	slices.SortFunc(out, func(a, b hashedEntry) int { return cmp.Or(cmp.Compare(a.h, b.h), strings.Compare(a.ck, b.ck)) })
+	return out
+}
+
+// sameByHash reports whether got lists want's entries in hash order (the
+// order of equal hashes is free).
+func sameByHash(got, want []hashedEntry) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i].h != want[i].h || i > 0 && got[i].h < got[i-1].h {
+			return false
+		}
+	}
+	slices.SortFunc(got, func(a, b hashedEntry) int { return cmp.Or(cmp.Compare(a.h, b.h), strings.Compare(a.ck, b.ck)) })
+	return slices.Equal(got, want)
+}
+
+// TestCellMap_ShortAndLongKeys drives a cellMap with keys on both sides of
+// shortKeyMax against a Go map: lookups, iteration and scans in hash order
+// across both maps, views frozen at capture, diffs and restored runs.
+func TestCellMap_ShortAndLongKeys(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		owner := cow.NewOwner()
+		m := newCellMap(owner, func(a, b int64) bool { return a == b })
+		model := map[string]int64{}
+		type frozen struct {
+			view  cellView[int64]
+			model map[string]int64
+			c     *cow.Capture
+		}
+		var snaps []frozen
+		keys := rapid.SampledFrom([]string{"", "a", "bb", strings.Repeat("c", 29), strings.Repeat("d", 30),
+			strings.Repeat("e", 31), strings.Repeat("f", 40), longKey, longKey + "2"})
+		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
+			ck := compositeKey(keys.Draw(rt, "key"))
+			h := compositeHash(ck)
+			switch rapid.IntRange(0, 4).Draw(rt, "op") {
+			case 0, 1:
+				v := rapid.Int64Range(0, 3).Draw(rt, "v")
+				m.set(h, strings.Clone(ck), v, false)
+				model[ck] = v
+			case 2:
+				m.delete(h, ck)
+				delete(model, ck)
+			case 3:
+				c := owner.Capture()
+				snaps = append(snaps, frozen{m.view(c), maps.Clone(model), c})
+			case 4:
+				got, ok := m.get(h, ck)
+				want, wok := model[ck]
+				if ok != wok || got != want {
+					rt.Fatalf("get %q = %d %v, want %d %v", ck, got, ok, want, wok)
+				}
+			}
+			if err := m.check(); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		var all []hashedEntry
+		m.all(func(ck string, cell int64) bool {
+			all = append(all, hashedEntry{compositeHash(ck), strings.Clone(ck), cell})
+			return true
+		})
+		if want := sortedByHash(model); !sameByHash(all, want) || m.len() != len(model) {
+			rt.Fatalf("all = %v, want %v", all, want)
+		}
+		for i, s := range snaps {
+			lo := rapid.Uint64().Draw(rt, "lo")
+			hi := rapid.Uint64Min(lo).Draw(rt, "hi")
+			var got, want []hashedEntry
+			s.view.scan(lo, hi, func(h uint64, ck string, cell int64) bool {
+				got = append(got, hashedEntry{h, ck, cell})
+				return true
+			})
+			for _, e := range sortedByHash(s.model) {
+				if e.h >= lo && e.h <= hi {
+					want = append(want, e)
+				}
+			}
+			if !sameByHash(got, want) || s.view.len() != len(s.model) {
+				rt.Fatalf("snapshot %d: scan [%x, %x] = %v, want %v", i, lo, hi, got, want)
+			}
+			// Diff against the live map frozen now.
+			c := owner.Capture()
+			changes := map[string]cow.Change[string, int64]{}
+			var last uint64
+			m.view(c).diff(s.view, func(ch cow.Change[string, int64]) bool {
+				if h := compositeHash(ch.Key); h < last {
+					rt.Fatalf("diff out of hash order at %q", ch.Key)
+				} else {
+					last = h
+				}
+				changes[ch.Key] = ch
+				return true
+			})
+			c.Release()
+			for ck := range mergedKeys(s.model, model) {
+				old, inOld := s.model[ck]
+				cur, inCur := model[ck]
+				ch, ok := changes[ck]
+				switch {
+				case inOld && inCur && old == cur:
+					if ok {
+						rt.Fatalf("diff reports unchanged %q", ck)
+					}
+				case !ok:
+					rt.Fatalf("diff misses %q (%d %v -> %d %v)", ck, old, inOld, cur, inCur)
+				case ch.Old != old || ch.New != cur:
+					rt.Fatalf("diff of %q = %+v, want %d -> %d", ck, ch, old, cur)
+				}
+			}
+		}
+		// A restored run holds the same entries.
+		// Shuffled or not: done sorts a run that came out of order.
+		ents := sortedByHash(model)
+		if rapid.Bool().Draw(rt, "shuffle") {
+			slices.Reverse(ents)
+		}
+		r := newCellMap(cow.NewOwner(), func(a, b int64) bool { return a == b })
+		add, done := r.restorer(len(ents))
+		for _, e := range ents {
+			add(e.h, e.ck, e.cell)
+		}
+		done()
+		if r.len() != len(model) {
+			rt.Fatalf("restored %d entries, want %d", r.len(), len(model))
+		}
+		if err := r.check(); err != nil {
+			rt.Fatal(err)
+		}
+		for ck, v := range model {
+			if got, ok := r.get(compositeHash(ck), ck); !ok || got != v {
+				rt.Fatalf("restored %q = %d %v, want %d", ck, got, ok, v)
+			}
+		}
+		for _, s := range snaps {
+			s.c.Release()
+		}
+	})
+}
+
+func mergedKeys(a, b map[string]int64) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
