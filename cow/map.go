@@ -125,17 +125,26 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 		s = &b.kids[i]
 		depth++
 	}
-	ents := s.ents()
-	i, found := findEntry(ents, h, k, depth)
-	if !found {
+	if s.n <= 0 {
 		return false
 	}
-	if !m.equal(ents[i].val, v) {
-		ents[i].val = v
-		m.owner.wrote()
-		m.verify("Set")
+	// findEntry written out, as in lookup: this is every update's path.
+	p, n := s.p, uintptr(s.n)
+	for i := searchLeaf[K, V](p, n, h, depth); i < n; i++ {
+		e := leafAt[K, V](p, i)
+		if e.hash != h {
+			break
+		}
+		if e.key == k {
+			if !m.equal(e.val, v) {
+				e.val = v
+				m.owner.wrote()
+				m.verify("Set")
+			}
+			return true
+		}
 	}
-	return true
+	return false
 }
 
 func (m *Map[K, V]) setRoot(root mapSlot[K, V], fresh bool) {

@@ -3,6 +3,8 @@ package statetable
 import (
 	"cmp"
 	"encoding/binary"
+	"fmt"
+	"math"
 	"maps"
 	"slices"
 	"strings"
@@ -48,9 +50,9 @@ func sameByHash(got, want []hashedEntry) bool {
 	return slices.Equal(got, want)
 }
 
-// TestCellMap_ShortAndLongKeys drives a cellMap with keys on both sides of
-// shortKeyMax against a Go map: lookups, iteration and scans in hash order
-// across both maps, views frozen at capture, diffs and restored runs.
+// TestCellMap_ShortAndLongKeys drives a cellMap with keys of all three
+// classes against a Go map: lookups, iteration and scans in hash order
+// across the maps, views frozen at capture, diffs and restored runs.
 func TestCellMap_ShortAndLongKeys(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		owner := cow.NewOwner()
@@ -62,7 +64,10 @@ func TestCellMap_ShortAndLongKeys(t *testing.T) {
 			c     *cow.Capture
 		}
 		var snaps []frozen
-		keys := rapid.SampledFrom([]string{"", "a", "bb", strings.Repeat("c", 29), strings.Repeat("d", 30),
+		// Composite keys (one length byte more) on both sides of each
+		// class's limit.
+		keys := rapid.SampledFrom([]string{"", "a", "bb", strings.Repeat("g", 13), strings.Repeat("h", 14),
+			strings.Repeat("i", 15), strings.Repeat("c", 29), strings.Repeat("d", 30),
 			strings.Repeat("e", 31), strings.Repeat("f", 40), longKey, longKey + "2"})
 		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
 			ck := compositeKey(keys.Draw(rt, "key"))
@@ -181,4 +186,52 @@ func mergedKeys(a, b map[string]int64) map[string]bool {
 		out[k] = true
 	}
 	return out
+}
+
+// TestCellView_ScanMergesInPieces: a scan of maps big enough to be merged
+// in many pieces yields every entry of the range once, in hash order, and
+// stops where yield says.
+func TestCellView_ScanMergesInPieces(t *testing.T) {
+	owner := cow.NewOwner()
+	m := newCellMap(owner, func(a, b int64) bool { return a == b })
+	model := map[string]int64{}
+	for i := range 3000 {
+		for _, key := range []string{fmt.Sprint(i), fmt.Sprint("twenty-byte-key-", i), fmt.Sprint(longKey, i)} {
+			ck := compositeKey(key)
+			m.set(compositeHash(ck), ck, int64(i), true)
+			model[ck] = int64(i)
+		}
+	}
+	c := owner.Capture()
+	defer c.Release()
+	v := m.view(c)
+	all := sortedByHash(model)
+	for _, r := range [][2]uint64{{0, math.MaxUint64}, {0, 0}, {1 << 60, 1<<60 + 1<<50}, {math.MaxUint64 - 1<<40, math.MaxUint64}} {
+		var got, want []hashedEntry
+		v.scan(r[0], r[1], func(h uint64, ck string, cell int64) bool {
+			got = append(got, hashedEntry{h, ck, cell})
+			return true
+		})
+		for _, e := range all {
+			if e.h >= r[0] && e.h <= r[1] {
+				want = append(want, e)
+			}
+		}
+		if !sameByHash(got, want) {
+			t.Fatalf("scan [%x, %x]: %d entries, want %d", r[0], r[1], len(got), len(want))
+		}
+	}
+	for _, stop := range []int{1, 700, 4000} {
+		n := 0
+		v.all(func(h uint64, ck string, _ int64) bool {
+			if h != all[n].h {
+				t.Fatalf("entry %d has hash %x, want %x", n, h, all[n].h)
+			}
+			n++
+			return n < stop
+		})
+		if n != stop {
+			t.Fatalf("stopped after %d entries, want %d", n, stop)
+		}
+	}
 }
