@@ -12,10 +12,30 @@ import (
 )
 
 // watermarkEvery is how often (in events) the pipeline advances the
-// watermark; it also advances it right before every checkpoint. Both are
-// positions in the stream, so every run, interrupted or not, sees the same
+// watermark; it also advances it where a checkpoint falls due (see
+// watermarkDue). Both are positions in the stream, so every run,
+// interrupted or not, with or without checkpoints, sees the same
 // watermarks at the same offsets.
 const watermarkEvery = 1000
+
+// watermarkDue reports whether the pipeline advances the watermark after
+// the event at offset pos-1: every watermarkEvery events, and every
+// checkpoint interval (where a checkpoint falls due, so that one taken at
+// once sees the watermark of its offset). Never where a checkpoint is
+// actually taken: one that waits for the write in flight is taken at
+// whatever event follows the end of that write, and a watermark advanced
+// there would move with the timing of the writes, make events late that
+// the uninterrupted run does not drop, and fire windows before events the
+// uninterrupted run merges into them.
+func (c *demoConfig) watermarkDue(pos int64) bool {
+	return pos%watermarkEvery == 0 || pos%c.every == 0
+}
+
+// lastWatermark returns the last offset at or before offset where the
+// watermark is advanced (see watermarkDue), 0 if none.
+func (c *demoConfig) lastWatermark(offset int64) int64 {
+	return max(offset-offset%watermarkEvery, offset-offset%c.every)
+}
 
 // task is one operator subtask: a backend owning a range of key groups and
 // the job instance on it.
@@ -81,12 +101,21 @@ func (p *pipeline) route(e Event) *task {
 }
 
 // seek positions the stream at offset (a replay after a restore) and
-// brings the subtasks' watermarks to where they were at that offset. The
-// watermark is not part of a checkpoint (see the report): it is a
-// function of the stream position, so the replay recomputes it.
+// brings the subtasks' watermarks to where they were at that offset: the
+// watermark advanced at the last position due at or before it (see
+// watermarkDue), which is not the stream's watermark at offset when the
+// checkpoint restored was taken late. The watermark is not part of a
+// checkpoint (see the report): it is a function of the stream position,
+// so the replay recomputes it.
 func (p *pipeline) seek(offset int64) error {
-	p.src.Skip(offset)
-	return p.advance(p.src.Watermark())
+	at := p.cfg.lastWatermark(offset)
+	p.src.Skip(at)
+	wm := p.src.Watermark()
+	p.src.Skip(offset - at)
+	if at == 0 {
+		return nil // no watermark yet
+	}
+	return p.advance(wm)
 }
 
 // advance advances every subtask's watermark.
@@ -142,7 +171,7 @@ func (p *pipeline) loop(until int64) error {
 			}
 			checkpoint = len(p.inflight) == 0
 		}
-		if pos%watermarkEvery == 0 || checkpoint {
+		if p.cfg.watermarkDue(pos) {
 			if err := p.advance(p.src.Watermark()); err != nil {
 				return fmt.Errorf("%s: watermark at event %d: %w", p.name, pos, err)
 			}
