@@ -35,6 +35,7 @@ func (r MapRoot[K, V]) Scan(lo, hi uint64, yield func(h uint64, k K, v V) bool) 
 func (s *mapSlot[K, V]) scan(depth int, prefix, lo, hi uint64, yield func(uint64, *K, V) bool, check func()) bool {
 	if b := s.branch(); b != nil {
 		shift := 64 - mapBits*(depth+1)
+		touchLeaves(b, prefix, shift, lo, hi)
 		for i := range b.kids {
 			p := prefix | uint64(i)<<shift
 			end := p | (uint64(1)<<shift - 1)
@@ -51,7 +52,10 @@ func (s *mapSlot[K, V]) scan(depth int, prefix, lo, hi uint64, yield func(uint64
 	if len(ents) > 0 && check != nil {
 		check()
 	}
-	from := searchHashFrom(ents, lo)
+	from := 0
+	if lo > prefix { // only a leaf the range starts in needs a search
+		from = searchHashFrom(ents, lo)
+	}
 	if stringKeys[K]() {
 		touchKeys(ents[from:])
 	}
@@ -76,6 +80,24 @@ func searchHashFrom[K comparable, V any](ents []mapEntry[K, V], h uint64) int {
 		}
 	}
 	return lo
+}
+
+// touchLeaves loads the first word of every leaf of b (a branch covering
+// prefix, whose kids split on the bits above shift) with hashes in
+// [lo, hi], before the scan visits them: the leaves of a branch are
+// scattered in memory, so each is a cache miss, and loads issued together
+// overlap where loads issued as the scan reaches each leaf come one after
+// the other (snapshot write of 1M entries 43 -> 36 ms with the search
+// below skipped).
+func touchLeaves[K comparable, V any](b *mapBranch[K, V], prefix uint64, shift int, lo, hi uint64) {
+	var sink uint64
+	for i := range b.kids {
+		p := prefix | uint64(i)<<shift
+		if k := &b.kids[i]; k.n > 0 && p|(uint64(1)<<shift-1) >= lo && p <= hi {
+			sink += *(*uint64)(k.p)
+		}
+	}
+	keep(sink)
 }
 
 // stringKeys reports whether K is a string type: their bytes live apart
