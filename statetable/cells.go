@@ -96,7 +96,7 @@ func (c *cells[K, N, C]) clear(key K, ns N) error {
 
 // splitComposite returns the key and namespace bytes of a composite key.
 func splitComposite(ck string) (key, ns string, err error) {
-	klen, n := binary.Uvarint([]byte(ck[:min(len(ck), binary.MaxVarintLen32)]))
+	klen, n := binary.Uvarint(readOnlyBytes(ck[:min(len(ck), binary.MaxVarintLen32)]))
 	if n <= 0 || klen > uint64(len(ck)-n) {
 		return "", "", fmt.Errorf("%w composite key: bad key length prefix in %d bytes", ErrDecode, len(ck))
 	}
@@ -110,8 +110,12 @@ func compositeHash(ck string) uint64 {
 	if err != nil {
 		return 0
 	}
-	return EntryHash(HashKey([]byte(kb)), []byte(nb))
+	return EntryHash(HashKey(readOnlyBytes(kb)), readOnlyBytes(nb))
 }
+
+// readOnlyBytes returns the bytes of s without a copy, for reading only:
+// a string's bytes must never be written.
+func readOnlyBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // nillable reports whether values of N can be nil.
 func nillable[N any]() bool {

@@ -174,7 +174,7 @@ func (c *cells[K, N, C]) diff(prevView, nextView any, yield func(EntryChange) bo
 // groupOf returns the key group of a stored composite key.
 func (c *cells[K, N, C]) groupOf(ck string) int {
 	kb, _, _ := splitComposite(ck) // stored keys are well formed
-	return KeyGroupOf(HashKey(unsafe.Slice(unsafe.StringData(kb), len(kb))), c.t.maxPar)
+	return KeyGroupOf(HashKey(readOnlyBytes(kb)), c.t.maxPar)
 }
 
 // delete implements DeleteEntry.

@@ -91,7 +91,7 @@ func (c *cells[K, N, C]) scan(view any, lo, hi uint64, yield func(key, cell []by
 	)
 	emit := func(e entry) bool {
 		buf = c.cell.enc(buf[:0], e.c)
-		return yield(unsafe.Slice(unsafe.StringData(e.ck), len(e.ck)), buf)
+		return yield(readOnlyBytes(e.ck), buf)
 	}
 	flushRun := func() bool {
 		slices.SortFunc(run, func(a, b entry) int { return strings.Compare(a.ck, b.ck) })
@@ -148,7 +148,7 @@ func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte) (uint64, C, er
 	if err != nil {
 		return 0, zero, fmt.Errorf("state %q: %w", c.info.Name, err)
 	}
-	keyHash := HashKey([]byte(kb))
+	keyHash := HashKey(readOnlyBytes(kb))
 	if g := KeyGroupOf(keyHash, c.t.maxPar); !c.t.owned.Contains(g) {
 		return 0, zero, fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, c.t.owned)
 	}
@@ -156,7 +156,7 @@ func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte) (uint64, C, er
 	if err != nil {
 		return 0, zero, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, len(cellBytes), err)
 	}
-	return EntryHash(keyHash, []byte(nb)), cell, nil
+	return EntryHash(keyHash, readOnlyBytes(nb)), cell, nil
 }
 
 // runRestorer implements Table.Restorer: the entries go into arrays that
