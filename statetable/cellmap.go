@@ -122,9 +122,10 @@ func (m *cellMap[C]) delete(h uint64, ck string) {
 }
 
 // all calls yield for every entry in entry-hash order until it returns
-// false, through a capture held for the call (released on return: no write
-// meanwhile, so it costs later writes nothing). ck is valid during the
-// call only.
+// false. It reads through a capture held for the call: the state is not
+// written meanwhile, and once the capture is released later writes run in
+// place again; writes to other states during the call copy what they
+// touch, as under any capture. ck is valid during the call only.
 func (m *cellMap[C]) all(yield func(ck string, cell C) bool) {
 	c := m.owner.Capture()
 	defer c.Release()
