@@ -142,7 +142,7 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 	if s.n <= 0 {
 		return false
 	}
-	// findEntry written out, as in lookup: this is every update's path.
+	// findEntry's compare loop written out: this is every update's path.
 	p, n := s.p, uintptr(s.n)
 	for i := searchLeaf[K, V](p, n, h, depth); i < n; i++ {
 		e := leafAt[K, V](p, i)

@@ -52,7 +52,10 @@ type mapEntry[K comparable, V any] struct {
 // from that branch only, and so from a capture only if the branch is; it is
 // written in place exactly when the branch is writable and its bit is set.
 // Copying a branch clears the bitmap: the copy shares every leaf until it
-// writes it. (The root leaf's epoch is kept by the Map.) Nothing reachable
+// writes it, and shares it only with the original, which only the captures
+// live at the copy reach: with no live capture at all, every node the live
+// root reaches is the writer's, and an update writes in place without
+// reading epochs or bitmaps (Map.updateInPlace). (The root leaf's epoch is kept by the Map.) Nothing reachable
 // from a live capture is ever written, so any number of goroutines may read
 // it.
 type mapSlot[K comparable, V any] struct {
@@ -188,8 +191,10 @@ func findEntry[K comparable, V any](ents []mapEntry[K, V], h uint64, k K, depth 
 
 // lookup finds k (hash h) below s. Read-only: safe on captured nodes.
 //
-// It is findEntry written out, so that the hottest path of every read makes
-// no call below the map: at 1M entries that measured 10 to 20% faster.
+// It is searchLeaf and findEntry written out over the raw leaf: against
+// the bounds-checked slice search it replaced, a get at 1M entries measured
+// 10 to 20% faster; writing the search out rather than calling searchLeaf
+// is worth 6% in cache and nothing measurable at 1M.
 func (s *mapSlot[K, V]) lookup(h uint64, k K) (V, bool) {
 	depth := 0
 	for s.n == branchMark {
