@@ -147,20 +147,25 @@ func (m *cellMap[C]) restorer(n int) (add func(h uint64, ck string, cell C), don
 		r31  runOf[key31, C]
 		long runOf[string, C]
 	)
+	added := 0
 	add = func(h uint64, ck string, cell C) {
+		// A run takes room for the entries still expected when its first
+		// one comes: all n for a state of one key class.
+		room := max(n-added, 1)
+		added++
 		// Keys are written straight into the runs, which become the
 		// leaves: no copy of an entry through a temporary.
 		switch {
 		case len(ck) <= key15Max:
-			e := r15.next(n, h, ck, keyStr[key15])
+			e := r15.next(room, h, ck, keyStr[key15])
 			e.Key.n = uint8(copy(e.Key.b[:], ck))
 			e.Val = cell
 		case len(ck) <= key31Max:
-			e := r31.next(n, h, ck, keyStr[key31])
+			e := r31.next(room, h, ck, keyStr[key31])
 			e.Key.n = uint8(copy(e.Key.b[:], ck))
 			e.Val = cell
 		default:
-			e := long.next(n, h, ck, func(k *string) string { return *k })
+			e := long.next(room, h, ck, func(k *string) string { return *k })
 			e.Key, e.Val = ck, cell
 		}
 	}
@@ -204,11 +209,19 @@ func (r *runOf[K, C]) next(n int, h uint64, ck string, str func(*K) string) *cow
 
 // finish returns the run in canonical order: by hash, then key, keeping
 // the last of repeated keys.
+//
+// The run's array becomes the leaves and lives as long as any of them: an
+// array that came out more than a quarter larger than the run (a state of
+// mixed key classes, or fewer entries than announced) is copied to its
+// size first.
 func (r *runOf[K, C]) finish(str func(*K) string) []cow.MapEntry[K, C] {
-	if !r.unsorted {
-		return r.run
-	}
 	run := r.run
+	if cap(run) > len(run)+len(run)/4 {
+		run = slices.Clone(run)
+	}
+	if !r.unsorted {
+		return run
+	}
 	slices.SortStableFunc(run, func(a, b cow.MapEntry[K, C]) int {
 		return cmp.Or(cmp.Compare(a.Hash, b.Hash), strings.Compare(str(&a.Key), str(&b.Key)))
 	})
