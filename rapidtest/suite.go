@@ -100,8 +100,10 @@ type Options struct {
 	// of whose core groups is selected is skipped: "state" needs GroupState
 	// or GroupMerge, "timers" GroupTimers.
 	Groups Group
-	// Keys is the number of distinct keys (default 4), Namespaces the
-	// number of distinct namespaces, "" included (default 3).
+	// Keys is the number of distinct keys (default 4): every third one is
+	// longer than 40 bytes, since backends may store short and long keys
+	// apart. Namespaces is the number of distinct namespaces, ""
+	// included (default 3).
 	Keys, Namespaces int
 	// Steps is the most operations in one test case (default 100, or 50
 	// under testing.Short); rapid draws the number, biased towards fewer
