@@ -9,9 +9,9 @@ import (
 	"github.com/cowstate/cowstate/cow"
 )
 
-// cells is the storage of one state: a persistent map from the composite
-// key (key, namespace) to the kind's cell value C (the user value, a list,
-// a map, an accumulator).
+// cells is the storage of one state: persistent maps (a cellMap, three by
+// key length) from the composite key (key, namespace) to the kind's cell
+// value C (the user value, a list, a map, an accumulator).
 //
 // The composite key is uvarint(len(key)) + key + namespace, with key and
 // namespace in their codecs' encodings, and its hash is EntryHash: the
