@@ -3,6 +3,7 @@ package cow
 import (
 	"iter"
 	"slices"
+	"unsafe"
 )
 
 // Map is a persistent hash map with in-place writes between captures: a
@@ -104,22 +105,27 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 	return r == updated
 }
 
-// updateInPlace is Set's fast path, the common case of a writer with no
-// capture pinning the path: k is present in a leaf the writer owns, under
-// branches it owns, so its value is replaced where it is, with no copy and
-// no change of shape or counts, in one walk down without recursion. It
-// reports false, having changed nothing, when that is not the case.
+// updateInPlace is Set's fast path for a key already present under
+// branches the writer owns, the common case: its value is replaced in one
+// walk down without recursion, with no change of shape or counts. If the
+// leaf itself is shared with a capture it is copied first and the copy
+// put in its parent, which is what Set's general path would do, without
+// walking down a second time. It reports false, having changed nothing,
+// when a branch on the way is shared or the key is absent.
 //
 // With no live capture at all it reads no branch header: every node the
 // live root reaches is then the writer's alone (a node shared with another
 // branch, a leaf its parent does not own, is shared with a branch that only
 // released captures reach), so the walk is a lookup's. Checking each
-// level's epoch and owned bits, as a pinned path needs, reads one more
-// cache line per branch: at 1M entries that is a quarter of a put.
+// level's epoch, and the owned bit of the leaf, as a pinned path needs,
+// reads one more cache line per branch: at 1M entries that is a quarter of
+// a put.
 func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 	high := m.owner.high.Load()
 	s := &m.root
 	depth := 0
+	var parent *mapBranch[K, V] // the leaf's, when it must be copied
+	parentSlot := 0
 	if high == 0 {
 		for s.n == branchMark {
 			s = &(*mapBranch[K, V])(s.p).kids[slotAt(h, depth)]
@@ -131,11 +137,16 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 		}
 		for s.n == branchMark {
 			b := (*mapBranch[K, V])(s.p)
-			i := slotAt(h, depth)
-			if b.epoch <= high || b.owned&(1<<i) == 0 {
+			if b.epoch <= high {
 				return false
 			}
+			i := slotAt(h, depth)
 			s = &b.kids[i]
+			// A kid branch's own epoch says whether it is writable (checked
+			// on the next turn); owned bits are kept for leaves only.
+			if s.n != branchMark && b.owned&(1<<i) == 0 {
+				parent, parentSlot = b, i
+			}
 			depth++
 		}
 	}
@@ -149,14 +160,22 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 		if e.hash != h {
 			break
 		}
-		if e.key == k {
-			if !m.equal(e.val, v) {
-				e.val = v
-				m.owner.wrote()
-				m.verify("Set")
-			}
+		if e.key != k {
+			continue
+		}
+		if m.equal(e.val, v) {
 			return true
 		}
+		if parent != nil {
+			ents := slices.Clone(unsafe.Slice((*mapEntry[K, V])(p), n))
+			ents[i].val = v
+			parent.setKid(parentSlot, leafSlot(ents), true)
+		} else {
+			e.val = v
+		}
+		m.owner.wrote()
+		m.verify("Set")
+		return true
 	}
 	return false
 }
