@@ -153,17 +153,15 @@ func (m *cellMap[C]) restorer(n int) (add func(h uint64, ck string, cell C), don
 		// one comes: all n for a state of one key class.
 		room := max(n-added, 1)
 		added++
-		// Keys are written straight into the runs, which become the
-		// leaves: no copy of an entry through a temporary.
+		// Entries are written straight into the runs, which become the
+		// leaves: no copy of a whole entry through a temporary.
 		switch {
 		case len(ck) <= key15Max:
 			e := r15.next(room, h, ck, keyStr[key15])
-			e.Key.n = uint8(copy(e.Key.b[:], ck))
-			e.Val = cell
+			e.Key, e.Val = makeKey[key15](ck), cell
 		case len(ck) <= key31Max:
 			e := r31.next(room, h, ck, keyStr[key31])
-			e.Key.n = uint8(copy(e.Key.b[:], ck))
-			e.Val = cell
+			e.Key, e.Val = makeKey[key31](ck), cell
 		default:
 			e := long.next(room, h, ck, func(k *string) string { return *k })
 			e.Key, e.Val = ck, cell
@@ -260,12 +258,8 @@ func (v cellView[C]) get(h uint64, ck string) (C, bool) {
 // view's memory: valid until the capture is released.
 func (v cellView[C]) scan(lo, hi uint64, yield func(h uint64, ck string, cell C) bool) {
 	mergeScan([]scanSource[C]{
-		{v.k15.Len(), func(lo, hi uint64, yield func(uint64, string, C) bool) {
-			v.k15.ScanRefs(lo, hi, func(h uint64, k *key15, cell C) bool { return yield(h, keyStr(k), cell) })
-		}},
-		{v.k31.Len(), func(lo, hi uint64, yield func(uint64, string, C) bool) {
-			v.k31.ScanRefs(lo, hi, func(h uint64, k *key31, cell C) bool { return yield(h, keyStr(k), cell) })
-		}},
+		inlineSource(v.k15),
+		inlineSource(v.k31),
 		{v.long.Len(), v.long.Scan},
 	}, lo, hi, yield)
 }
@@ -281,26 +275,9 @@ func (v cellView[C]) all(yield func(h uint64, ck string, cell C) bool) {
 // are merged in.
 func (v cellView[C]) diff(prev cellView[C], yield func(cow.Change[string, C]) bool) {
 	type change = cow.Change[string, C]
-	diffs := []struct {
-		len  int
-		diff func(yield func(uint64, string, change) bool)
-	}{
-		{v.k15.Len() + prev.k15.Len(), func(yield func(uint64, string, change) bool) {
-			for ch := range cow.DiffMaps(prev.k15, v.k15) {
-				ck := string(keyStr(&ch.Key)) // ch is a copy: its key must be too
-				if !yield(compositeHash(ck), ck, change{Kind: ch.Kind, Key: ck, Old: ch.Old, New: ch.New}) {
-					return
-				}
-			}
-		}},
-		{v.k31.Len() + prev.k31.Len(), func(yield func(uint64, string, change) bool) {
-			for ch := range cow.DiffMaps(prev.k31, v.k31) {
-				ck := string(keyStr(&ch.Key))
-				if !yield(compositeHash(ck), ck, change{Kind: ch.Kind, Key: ck, Old: ch.Old, New: ch.New}) {
-					return
-				}
-			}
-		}},
+	diffs := []diffSource[C]{
+		inlineDiff(prev.k15, v.k15),
+		inlineDiff(prev.k31, v.k31),
 		{v.long.Len() + prev.long.Len(), func(yield func(uint64, string, change) bool) {
 			for ch := range cow.DiffMaps(prev.long, v.long) {
 				if !yield(compositeHash(ch.Key), ch.Key, ch) {
@@ -326,6 +303,34 @@ func (v cellView[C]) diff(prev cellView[C], yield func(cow.Change[string, C]) bo
 	}
 	slices.SortStableFunc(rest, func(a, b hashed[change]) int { return cmp.Compare(a.h, b.h) })
 	merge(diffs[big].diff, rest, func(_ uint64, _ string, ch change) bool { return yield(ch) })
+}
+
+// inlineSource is a map of inline keys as a scanSource: keys as strings
+// over the snapshot's memory (cow.MapSnapshot.ScanRefs).
+func inlineSource[K inlineKey, C any](m *cow.MapSnapshot[K, C]) scanSource[C] {
+	return scanSource[C]{m.Len(), func(lo, hi uint64, yield func(uint64, string, C) bool) {
+		m.ScanRefs(lo, hi, func(h uint64, k *K, cell C) bool { return yield(h, keyStr(k), cell) })
+	}}
+}
+
+// diffSource is the diff of one of two views' maps, each change with its
+// entry hash and composite key, and the entries of the two versions.
+type diffSource[C any] struct {
+	len  int
+	diff func(yield func(uint64, string, cow.Change[string, C]) bool)
+}
+
+// inlineDiff is the diff of two versions of a map of inline keys as a
+// diffSource; a change's key is copied (the change holds a copy of it).
+func inlineDiff[K inlineKey, C any](prev, next *cow.MapSnapshot[K, C]) diffSource[C] {
+	return diffSource[C]{prev.Len() + next.Len(), func(yield func(uint64, string, cow.Change[string, C]) bool) {
+		for ch := range cow.DiffMaps(prev, next) {
+			ck := string(keyStr(&ch.Key))
+			if !yield(compositeHash(ck), ck, cow.Change[string, C]{Kind: ch.Kind, Key: ck, Old: ch.Old, New: ch.New}) {
+				return
+			}
+		}
+	}}
 }
 
 // scanSource is one of a view's maps as a scan over a hash range, with its
