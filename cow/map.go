@@ -2,7 +2,6 @@ package cow
 
 import (
 	"iter"
-	"slices"
 	"unsafe"
 )
 
@@ -27,6 +26,7 @@ type Map[K comparable, V any] struct {
 	rootEpoch uint64
 	hash      func(K) uint64
 	equal     func(a, b V) bool
+	reuse     nodeReuse[K, V]
 }
 
 // NewMap returns an empty map owned by owner (one Owner may be shared by many
@@ -105,13 +105,11 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 	return r == updated
 }
 
-// updateInPlace is Set's fast path for a key already present under
-// branches the writer owns, the common case: its value is replaced in one
-// walk down without recursion, with no change of shape or counts. If the
-// leaf itself is shared with a capture it is copied first and the copy
-// put in its parent, which is what Set's general path would do, without
-// walking down a second time. It reports false, having changed nothing,
-// when a branch on the way is shared or the key is absent.
+// updateInPlace is Set's fast path for a key already present, the common
+// case: its value is replaced in one walk down without recursion, with no
+// change of shape or counts. It reports false, having changed nothing, when
+// the key is absent (an insert: Set's general path) or the root is a leaf
+// shared with a capture.
 //
 // With no live capture at all it reads no branch header: every node the
 // live root reaches is then the writer's alone (a node shared with another
@@ -120,35 +118,23 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 // level's epoch, and the owned bit of the leaf, as a pinned path needs,
 // reads one more cache line per branch: at 1M entries that is a quarter of
 // a put.
+//
+// Under a live capture it finds the entry first (a no-op write copies
+// nothing), then copies what the capture shares from the top down, as
+// Set's general path would on its way back up: each shared branch on the
+// path, then the leaf unless its parent owns it. One walk, where falling
+// back to the general path at the first shared branch walked the path
+// twice.
 func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 	high := m.owner.high.Load()
 	s := &m.root
 	depth := 0
-	var parent *mapBranch[K, V] // the leaf's, when it must be copied
-	parentSlot := 0
-	if high == 0 {
-		for s.n == branchMark {
-			s = &(*mapBranch[K, V])(s.p).kids[slotAt(h, depth)]
-			depth++
-		}
-	} else {
-		if s.n != branchMark && m.rootEpoch <= high {
-			return false
-		}
-		for s.n == branchMark {
-			b := (*mapBranch[K, V])(s.p)
-			if b.epoch <= high {
-				return false
-			}
-			i := slotAt(h, depth)
-			s = &b.kids[i]
-			// A kid branch's own epoch says whether it is writable (checked
-			// on the next turn); owned bits are kept for leaves only.
-			if s.n != branchMark && b.owned&(1<<i) == 0 {
-				parent, parentSlot = b, i
-			}
-			depth++
-		}
+	if high != 0 && s.n != branchMark && m.rootEpoch <= high {
+		return false // a shared root leaf: rare, left to the general path
+	}
+	for s.n == branchMark {
+		s = &(*mapBranch[K, V])(s.p).kids[slotAt(h, depth)]
+		depth++
 	}
 	if s.n <= 0 {
 		return false
@@ -166,18 +152,53 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 		if m.equal(e.val, v) {
 			return true
 		}
-		if parent != nil {
-			ents := slices.Clone(unsafe.Slice((*mapEntry[K, V])(p), n))
-			ents[i].val = v
-			parent.setKid(parentSlot, leafSlot(ents), true)
+		if high == 0 || depth == 0 {
+			e.val = v // a writable root leaf, or no capture to share with
 		} else {
-			e.val = v
+			m.setVal(m.copyPath(h, depth, high), h, depth, i, n, v)
 		}
 		m.owner.wrote()
 		m.verify("Set")
 		return true
 	}
 	return false
+}
+
+// copyPath makes every branch on the path of h down to depth the writer's,
+// copying (top down) those that a capture at high may see, and returns the
+// leaf's parent. Updates only: counts do not change.
+func (m *Map[K, V]) copyPath(h uint64, depth int, high uint64) *mapBranch[K, V] {
+	b := (*mapBranch[K, V])(m.root.p)
+	if b.epoch <= high {
+		b = m.ownBranch(b)
+		m.root = branchSlot(b)
+	}
+	for d := 0; d < depth-1; d++ {
+		i := slotAt(h, d)
+		kid := (*mapBranch[K, V])(b.kids[i].p)
+		if kid.epoch <= high {
+			kid = m.ownBranch(kid)
+			b.setKid(i, branchSlot(kid), false)
+		}
+		b = kid
+	}
+	return b
+}
+
+// setVal sets the value of entry j of the n-entry leaf below slot i of
+// h's path in b, a writable branch at depth-1: in place if b owns the leaf,
+// else in a copy that b then owns.
+func (m *Map[K, V]) setVal(b *mapBranch[K, V], h uint64, depth int, j, n uintptr, v V) {
+	i := slotAt(h, depth-1)
+	old := b.kids[i]
+	if b.owned&(1<<i) != 0 {
+		leafAt[K, V](old.p, j).val = v
+		return
+	}
+	ents := m.newLeaf(unsafe.Slice((*mapEntry[K, V])(old.p), n), int(n), int(n))
+	ents[j].val = v
+	b.setKid(i, leafSlot(ents), true)
+	m.retireLeaf(old)
 }
 
 func (m *Map[K, V]) setRoot(root mapSlot[K, V], fresh bool) {
@@ -216,7 +237,8 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 			return *s, unchanged, false
 		}
 		if !writable {
-			ents = slices.Clone(ents)
+			ents = m.newLeaf(ents, len(ents), len(ents))
+			m.retireLeaf(*s)
 		}
 		ents[i].val = v
 		return leafSlot(ents), updated, true
@@ -237,9 +259,11 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 		ents = ents[:n+1] // in place, in the spare capacity
 	case writable:
 		// Grow by a quarter, not double: leaves are many, slack is memory.
-		ents = append(make([]mapEntry[K, V], 0, n+n/4+2), ents...)[:n+1]
+		ents = m.newLeaf(ents, n+1, n+n/4+2)
+		m.retireLeaf(*s)
 	default:
-		ents = append(make([]mapEntry[K, V], 0, n+1), ents...)[:n+1] // copy-on-write: exact size
+		ents = m.newLeaf(ents, n+1, n+1) // copy-on-write: exact size
+		m.retireLeaf(*s)
 	}
 	copy(ents[i+1:], ents[i:n])
 	ents[i] = e
@@ -316,8 +340,10 @@ func (m *Map[K, V]) del(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 		return mapSlot[K, V]{}, old, true, false
 	}
 	if !writable {
-		rest := make([]mapEntry[K, V], 0, n-1)
-		return leafSlot(append(append(rest, ents[:i]...), ents[i+1:]...)), old, true, true
+		rest := m.newLeaf(ents[:i], n-1, n-1)
+		copy(rest[i:], ents[i+1:])
+		m.retireLeaf(*s)
+		return leafSlot(rest), old, true, true
 	}
 	copy(ents[i:], ents[i+1:])
 	ents[n-1] = mapEntry[K, V]{} // let the collector have what it held
@@ -330,11 +356,12 @@ func (m *Map[K, V]) ownBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 	if m.owner.writable(b.epoch) {
 		return b
 	}
-	c := *b
+	c := m.copyBranch(b)
 	c.epoch = m.owner.epoch
 	c.owned = 0 // the copy shares every leaf until it writes it
 	c.dirty, c.id, c.origin = 0, branchIDs.Add(1), b.id
-	return &c
+	m.retireBranch(b)
+	return c
 }
 
 // Clear removes every entry in O(1); captured versions keep theirs.

@@ -39,6 +39,7 @@ type Owner struct {
 	epoch  uint64        // E: writer-only
 	writes uint64        // mutations since creation: writer-only, detects View after a write
 	high   atomic.Uint64 // H: epoch of the newest live capture, 0 if none
+	low    atomic.Uint64 // epoch of the oldest live capture, 0 if none
 
 	mu   sync.Mutex
 	live []uint64 // epochs of live captures, ascending; guarded by mu
@@ -66,6 +67,12 @@ func (o *Owner) LiveCaptures() int {
 	return len(o.live)
 }
 
+// oldestLive returns the epoch of the oldest live capture, 0 if none. Safe
+// from any goroutine; the writer may observe a raised value late, which only
+// delays reuse (see nodeReuse). The load orders the releasing goroutine's
+// reads of a capture before the writer's reuse of what it reached.
+func (o *Owner) oldestLive() uint64 { return o.low.Load() }
+
 // writable reports whether a node created in epoch e may be mutated in
 // place. Writer goroutine only.
 func (o *Owner) writable(e uint64) bool { return e > o.high.Load() }
@@ -92,6 +99,7 @@ func (o *Owner) captureInto(c *Capture) {
 	o.mu.Lock()
 	o.live = append(o.live, c.epoch) // epochs only grow: stays sorted
 	o.high.Store(c.epoch)
+	o.low.Store(o.live[0])
 	o.mu.Unlock()
 	o.epoch++
 }
@@ -129,11 +137,12 @@ func (c *Capture) Release() {
 	if i, ok := slices.BinarySearch(o.live, c.epoch); ok {
 		o.live = slices.Delete(o.live, i, i+1)
 	}
-	var h uint64
+	var h, l uint64
 	if n := len(o.live); n > 0 {
-		h = o.live[n-1]
+		h, l = o.live[n-1], o.live[0]
 	}
 	o.high.Store(h)
+	o.low.Store(l)
 }
 
 // mustRead panics if the capture was released: reading a released view would
