@@ -259,8 +259,7 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 		ents = ents[:n+1] // in place, in the spare capacity
 	case writable:
 		// Grow by a quarter, not double: leaves are many, slack is memory.
-		ents = m.newLeaf(ents, n+1, n+n/4+2)
-		m.retireLeaf(*s)
+		ents = append(make([]mapEntry[K, V], 0, n+n/4+2), ents...)[:n+1]
 	default:
 		ents = m.newLeaf(ents, n+1, n+1) // copy-on-write: exact size
 		m.retireLeaf(*s)
