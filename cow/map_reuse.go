@@ -35,6 +35,15 @@ import "unsafe"
 // so such a read that slips past the check reads a node being rewritten.
 // Release a capture only once its readers are done (a snapshot writer
 // releases when it has written).
+//
+// # Cursors do not reuse
+//
+// The rule above holds for a map that alone holds its live root. A map
+// whose root is handed out (Root) or taken in (SetRoot) is a cursor over
+// roots stored elsewhere, as a nested map state is: a write whose result
+// is not stored leaves the stored root reaching the nodes the write
+// replaced. Such a map stops reusing for good; its copies go to the
+// allocator and what they replace to the collector.
 
 // nodeReuse holds one map's retired nodes: those waiting for the captures
 // that may reach them (in the order they were retired, so in epoch order),
@@ -44,8 +53,11 @@ type nodeReuse[K comparable, V any] struct {
 	head     int                             // waiting[:head] have been moved on
 	leaves   [reuseLeafCaps][]unsafe.Pointer // ready leaves by capacity
 	branches []*mapBranch[K, V]              // ready branches
-	nLeaves  int
+	off      bool                            // a cursor: retire nothing (see above)
 }
+
+// stop turns reuse off for good and lets the collector have what it held.
+func (r *nodeReuse[K, V]) stop() { *r = nodeReuse[K, V]{off: true} }
 
 // retiredNode is a node that left the live tree in writer epoch epoch: a
 // leaf (its first entry and capacity) or a branch (c == branchMark).
@@ -75,13 +87,16 @@ const (
 
 // retireLeaf records that the leaf of slot s left the live tree now.
 func (m *Map[K, V]) retireLeaf(s mapSlot[K, V]) {
-	if s.n > 0 && s.c < reuseLeafCaps {
+	if s.n > 0 && s.c < reuseLeafCaps && !m.reuse.off {
 		m.reuse.waiting = append(m.reuse.waiting, retiredNode{s.p, s.c, m.owner.epoch})
 	}
 }
 
 // retireBranch records that branch b left the live tree now.
 func (m *Map[K, V]) retireBranch(b *mapBranch[K, V]) {
+	if m.reuse.off {
+		return
+	}
 	m.reuse.waiting = append(m.reuse.waiting, retiredNode{unsafe.Pointer(b), branchMark, m.owner.epoch})
 }
 

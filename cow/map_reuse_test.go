@@ -57,3 +57,30 @@ func TestMap_ReusesRetiredNodes(t *testing.T) {
 	}
 	s.Release()
 }
+
+// TestMap_CursorDoesNotReuse drives a Map as a cursor over a root stored
+// elsewhere, as a nested map state does: a write whose result is thrown
+// away leaves the stored root reaching the nodes the write replaced, so
+// such a map must never reuse them.
+func TestMap_CursorDoesNotReuse(t *testing.T) {
+	const n = 5000
+	m := newIntMap(hashInt)
+	model := map[int]int{}
+	for i := range n {
+		m.Set(i, i)
+		model[i] = i
+	}
+	stored := m.Root() // the root kept in the enclosing structure
+	for round := range 3 {
+		pin := m.Owner().Capture()
+		m.SetRoot(stored)
+		for k := range n / 4 {
+			m.Set(k*4+round, -1) // copies what pin shares, then is thrown away
+		}
+		m.SetRoot(stored)
+		pin.Release()
+		if got := mapContents(t, stored.All()); !maps.Equal(got, model) {
+			t.Fatalf("round %d: the stored root changed under a thrown-away write", round)
+		}
+	}
+}

@@ -19,15 +19,23 @@ type MapRoot[K comparable, V any] struct {
 }
 
 // Root returns the map's current version as a value. O(1). Writer goroutine
-// only.
+// only. From then on the map is a cursor and no longer reuses the nodes its
+// copies replace (see map_reuse.go).
 func (m *Map[K, V]) Root() MapRoot[K, V] {
+	if !m.reuse.off {
+		m.reuse.stop()
+	}
 	return MapRoot[K, V]{slot: m.root, len: m.len, rootEpoch: m.rootEpoch}
 }
 
 // SetRoot makes r the map's current version, for a Map used as a cursor over
 // roots stored elsewhere (r must come from a map with the same owner, hash
-// and equality). O(1). Writer goroutine only.
+// and equality). O(1). Writer goroutine only. The map becomes a cursor (see
+// Root).
 func (m *Map[K, V]) SetRoot(r MapRoot[K, V]) {
+	if !m.reuse.off {
+		m.reuse.stop()
+	}
 	m.root, m.len, m.rootEpoch = r.slot, r.len, r.rootEpoch
 	m.owner.wrote()
 }
