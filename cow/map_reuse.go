@@ -53,6 +53,7 @@ type nodeReuse[K comparable, V any] struct {
 	head     int                             // waiting[:head] have been moved on
 	leaves   [reuseLeafCaps][]unsafe.Pointer // ready leaves by capacity
 	branches []*mapBranch[K, V]              // ready branches
+	nLeaves  int                             // ready leaves, all capacities
 	off      bool                            // a cursor: retire nothing (see above)
 }
 
@@ -77,7 +78,11 @@ const (
 	// at 1M entries retires about a thousand leaves (of a dozen
 	// capacities) and seven hundred branches per epoch, and needs as many.
 	// Each capacity has its own bound so that a surplus of one cannot crowd
-	// out another that runs short; a surplus goes to the collector.
+	// out another that runs short; a surplus goes to the collector. On top
+	// of these, a map keeps no more ready leaves than a sixteenth of its
+	// entries and no more branches than a 256th (a leaf holds 1.5 to 48
+	// entries, a branch covers at least 49): what waits for reuse stays
+	// small beside the map, however long surpluses build up.
 	reuseMaxPerCap   = 512
 	reuseMaxBranches = 2048
 	// reusePromoteMax bounds the work of one promote: a copy retires one
@@ -104,11 +109,12 @@ func (m *Map[K, V]) retireBranch(b *mapBranch[K, V]) {
 // can reach to the ready lists (or lets the collector have them): a backlog
 // left by a long-held capture drains over the next copies, not in one
 // pause. O(1) amortized per retired node.
-func (r *nodeReuse[K, V]) promote(o *Owner) {
+func (r *nodeReuse[K, V]) promote(o *Owner, size int) {
 	if r.head == len(r.waiting) {
 		return
 	}
 	oldest := o.oldestLive()
+	maxLeaves, maxBranches := size/16+4, min(reuseMaxBranches, size/256+4)
 	for end := min(len(r.waiting), r.head+reusePromoteMax); r.head < end; {
 		n := r.waiting[r.head]
 		if oldest != 0 && n.epoch > oldest {
@@ -118,11 +124,12 @@ func (r *nodeReuse[K, V]) promote(o *Owner) {
 		r.head++
 		switch {
 		case n.c == branchMark:
-			if len(r.branches) < reuseMaxBranches {
+			if len(r.branches) < maxBranches {
 				r.branches = append(r.branches, (*mapBranch[K, V])(n.p))
 			}
-		case len(r.leaves[n.c]) < reuseMaxPerCap:
+		case len(r.leaves[n.c]) < reuseMaxPerCap && r.nLeaves < maxLeaves:
 			r.leaves[n.c] = append(r.leaves[n.c], n.p)
+			r.nLeaves++
 		}
 	}
 	if r.head == len(r.waiting) {
@@ -139,7 +146,7 @@ func (r *nodeReuse[K, V]) promote(o *Owner) {
 // The entries past len(src) are for the caller to fill.
 func (m *Map[K, V]) newLeaf(src []mapEntry[K, V], n, want int) []mapEntry[K, V] {
 	r := &m.reuse
-	r.promote(m.owner)
+	r.promote(m.owner, m.len)
 	// A ready leaf fits if it wastes no more than the allocator's rounding
 	// to its size classes would (an eighth, above 512 bytes): reuse must
 	// not let capacities creep up.
@@ -148,6 +155,7 @@ func (m *Map[K, V]) newLeaf(src []mapEntry[K, V], n, want int) []mapEntry[K, V] 
 			p := r.leaves[c][k-1]
 			r.leaves[c][k-1] = nil
 			r.leaves[c] = r.leaves[c][:k-1]
+			r.nLeaves--
 			ents := unsafe.Slice((*mapEntry[K, V])(p), c)
 			copy(ents, src)
 			clear(ents[len(src):]) // what the previous leaf held there
@@ -164,7 +172,7 @@ func (m *Map[K, V]) newLeaf(src []mapEntry[K, V], n, want int) []mapEntry[K, V] 
 // else in fresh memory.
 func (m *Map[K, V]) copyBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 	r := &m.reuse
-	r.promote(m.owner)
+	r.promote(m.owner, m.len)
 	if k := len(r.branches); k > 0 {
 		c := r.branches[k-1]
 		r.branches[k-1] = nil

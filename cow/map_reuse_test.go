@@ -85,3 +85,33 @@ func TestMap_CursorDoesNotReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestMap_ReuseStaysSmall checks that what waits for reuse stays small
+// beside a small map written under captures for a long time.
+func TestMap_ReuseStaysSmall(t *testing.T) {
+	const n = 300
+	m := newIntMap(hashInt)
+	for i := range n {
+		m.Set(i, i)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	var s *MapSnapshot[int, int]
+	for range 2000 {
+		for range 20 {
+			m.Set(r.IntN(n), r.Int())
+		}
+		next := m.Snapshot()
+		if s != nil {
+			s.Release()
+		}
+		s = next
+	}
+	s.Release()
+	ready := 0
+	for _, l := range m.reuse.leaves {
+		ready += len(l)
+	}
+	if ready != m.reuse.nLeaves || ready > n/16+4 || len(m.reuse.branches) > n/256+4 {
+		t.Fatalf("a map of %d entries keeps %d leaves (counted %d) and %d branches ready for reuse", n, ready, m.reuse.nLeaves, len(m.reuse.branches))
+	}
+}
