@@ -6,26 +6,28 @@ import (
 	"testing"
 )
 
-// TestMap_ReusesRetiredNodes takes a capture every 200 overwrites and
-// releases the one before: after a warm-up the copies go into the nodes the
-// released captures left behind, so an epoch of about 200 leaf and 100
-// branch copies allocates only the capture itself. The live map and the
-// last capture keep their contents.
-func TestMap_ReusesRetiredNodes(t *testing.T) {
-	const n = 20_000
-	m := newIntMap(hashInt)
-	model := map[int]int{}
+// identityMap returns a map and its model holding i -> i for i < n.
+func identityMap(n int) (*Map[int, int], map[int]int) {
+	m, model := newIntMap(hashInt), make(map[int]int, n)
 	for i := range n {
 		m.Set(i, i)
 		model[i] = i
 	}
-	r := rand.New(rand.NewPCG(1, 2))
+	return m, model
+}
+
+// capturedEpochs returns a function that makes writes overwrites of random
+// keys below n (recorded in model if not nil), then captures the map and
+// releases the previous capture; last returns the newest capture.
+func capturedEpochs(m *Map[int, int], model map[int]int, n, writes int, r *rand.Rand) (epoch func(), last func() *MapSnapshot[int, int]) {
 	var s *MapSnapshot[int, int]
-	epoch := func() {
-		for range 200 {
+	epoch = func() {
+		for range writes {
 			k, v := r.IntN(n), r.Int()
 			m.Set(k, v)
-			model[k] = v
+			if model != nil {
+				model[k] = v
+			}
 		}
 		next := m.Snapshot()
 		if s != nil {
@@ -33,6 +35,18 @@ func TestMap_ReusesRetiredNodes(t *testing.T) {
 		}
 		s = next
 	}
+	return epoch, func() *MapSnapshot[int, int] { return s }
+}
+
+// TestMap_ReusesRetiredNodes takes a capture every 200 overwrites and
+// releases the one before: after a warm-up the copies go into the nodes the
+// released captures left behind, so an epoch of about 200 leaf and 100
+// branch copies allocates only the capture itself. The live map and the
+// last capture keep their contents.
+func TestMap_ReusesRetiredNodes(t *testing.T) {
+	const n = 20_000
+	m, model := identityMap(n)
+	epoch, last := capturedEpochs(m, model, n, 200, rand.New(rand.NewPCG(1, 2)))
 	for range 50 {
 		epoch()
 	}
@@ -41,11 +55,10 @@ func TestMap_ReusesRetiredNodes(t *testing.T) {
 		t.Fatalf("an epoch of 200 overwrites under a capture allocated %v times; want its copies in reused nodes", allocs)
 	}
 	epoch()
-	frozen := maps.Clone(model) // what s holds
-	for range 200 {
-		k := r.IntN(n)
-		m.Set(k, -1)
-		model[k] = -1
+	s, frozen := last(), maps.Clone(model)
+	for k := range n / 100 {
+		m.Set(k*100, -1)
+		model[k*100] = -1
 	}
 	if got := mapContents(t, s.All()); !maps.Equal(got, frozen) {
 		t.Fatal("capture changed by writes after it")
@@ -65,12 +78,7 @@ func TestMap_ReusesRetiredNodes(t *testing.T) {
 // such a map must never reuse them.
 func TestMap_CursorDoesNotReuse(t *testing.T) {
 	const n = 5000
-	m := newIntMap(hashInt)
-	model := map[int]int{}
-	for i := range n {
-		m.Set(i, i)
-		model[i] = i
-	}
+	m, model := identityMap(n)
 	stored := m.Root() // the root kept in the enclosing structure
 	for round := range 3 {
 		pin := m.Owner().Capture()
@@ -90,23 +98,12 @@ func TestMap_CursorDoesNotReuse(t *testing.T) {
 // beside a small map written under captures for a long time.
 func TestMap_ReuseStaysSmall(t *testing.T) {
 	const n = 300
-	m := newIntMap(hashInt)
-	for i := range n {
-		m.Set(i, i)
-	}
-	r := rand.New(rand.NewPCG(3, 4))
-	var s *MapSnapshot[int, int]
+	m, _ := identityMap(n)
+	epoch, last := capturedEpochs(m, nil, n, 20, rand.New(rand.NewPCG(3, 4)))
 	for range 2000 {
-		for range 20 {
-			m.Set(r.IntN(n), r.Int())
-		}
-		next := m.Snapshot()
-		if s != nil {
-			s.Release()
-		}
-		s = next
+		epoch()
 	}
-	s.Release()
+	last().Release()
 	ready := 0
 	for _, l := range m.reuse.leaves {
 		ready += len(l)
