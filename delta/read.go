@@ -27,35 +27,13 @@ type Reader struct {
 // errors), say what and at which offset, and nothing is allocated beyond
 // the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
-	if size < int64(fixedHeader+8+wire.FooterSize) {
-		return nil, fmt.Errorf("%w: delta file of %d bytes is shorter than an empty delta", ErrCorrupt, size)
-	}
-	head, err := readAt(r, 0, int64(fixedHeader), size)
+	h := wire.Header{Name: "delta", Magic: headerMagic, Version: formatVersion, Extra: 8 + 8, SumHeader: true, Corrupt: ErrCorrupt}
+	versions, meta, headerEnd, err := h.Read(r, size)
 	if err != nil {
 		return nil, err
 	}
-	if string(head[:len(headerMagic)]) != headerMagic {
-		return nil, fmt.Errorf("%w: bad delta magic %q at offset 0", ErrCorrupt, head[:len(headerMagic)])
-	}
-	if v := binary.BigEndian.Uint16(head[len(headerMagic):]); v != formatVersion {
-		return nil, fmt.Errorf("%w: delta format version %d at offset %d, want %d", ErrCorrupt, v, len(headerMagic), formatVersion)
-	}
-	rd := &Reader{r: r, size: size}
-	rd.base = binary.BigEndian.Uint64(head[len(headerMagic)+2:])
-	rd.target = binary.BigEndian.Uint64(head[len(headerMagic)+10:])
-	metaLen := int64(binary.BigEndian.Uint32(head[len(headerMagic)+18:]))
-	headerEnd := int64(fixedHeader) + metaLen + 8
-	if headerEnd > size-wire.FooterSize {
-		return nil, fmt.Errorf("%w: delta metadata of %d bytes at offset %d runs past the end (%d bytes)", ErrCorrupt, metaLen, fixedHeader, size)
-	}
-	header, err := readAt(r, 0, headerEnd, size)
-	if err != nil {
-		return nil, err
-	}
-	if xxhash.Sum64(header[:headerEnd-8]) != binary.BigEndian.Uint64(header[headerEnd-8:]) {
-		return nil, fmt.Errorf("%w: delta header checksum at offset %d does not match", ErrCorrupt, headerEnd-8)
-	}
-	if rd.meta, err = snapshot.DecodeMeta(header[fixedHeader : headerEnd-8]); err != nil {
+	rd := &Reader{r: r, size: size, base: binary.BigEndian.Uint64(versions), target: binary.BigEndian.Uint64(versions[8:])}
+	if rd.meta, err = snapshot.DecodeMeta(meta); err != nil {
 		return nil, err
 	}
 

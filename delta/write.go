@@ -15,7 +15,6 @@ const (
 	headerMagic   = "CWDELTA\x01"
 	footerMagic   = "CWDELTND"
 	formatVersion = 1
-	fixedHeader   = len(headerMagic) + 2 + 8 + 8 + 4 // magic, version, base, target, meta length
 
 	tagEnd    = 0
 	tagState  = 1

@@ -2,12 +2,11 @@ package snapshot
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"github.com/cowstate/cowstate/internal/wire"
 	"io"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/cowstate/cowstate/internal/wire"
 	"github.com/cowstate/cowstate/statetable"
 )
 
@@ -37,32 +36,10 @@ type Reader struct {
 // checksums, bounds) and returns a Reader. Errors match ErrCorrupt (or are
 // r's I/O errors). Nothing is allocated beyond the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
-	const fixedHeader = len(headerMagic) + 2 + 4
-	if size < int64(fixedHeader+8+wire.FooterSize) {
-		return nil, fmt.Errorf("%w: file of %d bytes is shorter than an empty snapshot", ErrCorrupt, size)
-	}
-	head, err := readAt(r, 0, int64(fixedHeader), size)
+	h := wire.Header{Name: "snapshot", Magic: headerMagic, Version: formatVersion, Corrupt: ErrCorrupt}
+	_, metaBytes, headerEnd, err := h.Read(r, size)
 	if err != nil {
 		return nil, err
-	}
-	if string(head[:len(headerMagic)]) != headerMagic {
-		return nil, fmt.Errorf("%w: bad magic %q at offset 0", ErrCorrupt, head[:len(headerMagic)])
-	}
-	if v := binary.BigEndian.Uint16(head[len(headerMagic):]); v != formatVersion {
-		return nil, fmt.Errorf("%w: format version %d at offset %d, want %d", ErrCorrupt, v, len(headerMagic), formatVersion)
-	}
-	metaLen := int64(binary.BigEndian.Uint32(head[len(headerMagic)+2:]))
-	headerEnd := int64(fixedHeader) + metaLen + 8
-	if headerEnd > size-wire.FooterSize {
-		return nil, fmt.Errorf("%w: metadata of %d bytes at offset %d runs past the end (%d bytes)", ErrCorrupt, metaLen, fixedHeader, size)
-	}
-	metaAndSum, err := readAt(r, int64(fixedHeader), metaLen+8, size)
-	if err != nil {
-		return nil, err
-	}
-	metaBytes := metaAndSum[:metaLen]
-	if sum := binary.BigEndian.Uint64(metaAndSum[metaLen:]); sum != xxhash.Sum64(metaBytes) {
-		return nil, fmt.Errorf("%w: metadata checksum at offset %d does not match", ErrCorrupt, int64(fixedHeader)+metaLen)
 	}
 	meta, err := decodeMeta(metaBytes)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 var errTest = errors.New("corrupt")
@@ -62,5 +64,44 @@ func TestReadIndex(t *testing.T) {
 	}
 	if _, err := ReadAt(bytes.NewReader(good), 4, 1<<62, int64(len(good)), errTest); !errors.Is(err, errTest) {
 		t.Fatalf("read past the end: %v", err)
+	}
+}
+
+func TestHeaderRead(t *testing.T) {
+	const magic = "TESTHEAD"
+	header := func(sumHeader bool, extra string, meta string) []byte {
+		b := append([]byte(magic), 0, 1)
+		b = append(b, extra...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(meta)))
+		b = append(b, meta...)
+		if sumHeader {
+			return binary.BigEndian.AppendUint64(b, xxhash.Sum64(b))
+		}
+		return binary.BigEndian.AppendUint64(b, xxhash.Sum64String(meta))
+	}
+	for _, sumHeader := range []bool{false, true} {
+		h := Header{Name: "test", Magic: magic, Version: 1, Extra: 3, SumHeader: sumHeader, Corrupt: errTest}
+		good := file(header(sumHeader, "xyz", "meta"), []int{1}, [][]byte{[]byte("a")})
+		extra, meta, end, err := h.Read(bytes.NewReader(good), int64(len(good)))
+		if err != nil || string(extra) != "xyz" || string(meta) != "meta" || end != int64(len(magic)+2+3+4+4+8) {
+			t.Fatalf("SumHeader %v: good header: %q %q %d %v", sumHeader, extra, meta, end, err)
+		}
+		for n := range end + FooterSize { // too short for the header and a footer
+			if _, _, _, err := h.Read(bytes.NewReader(good[:n]), n); !errors.Is(err, errTest) {
+				t.Fatalf("SumHeader %v: truncated to %d bytes: %v", sumHeader, n, err)
+			}
+		}
+		for i := range int(end) {
+			b := bytes.Clone(good)
+			b[i] ^= 0x10
+			if _, _, _, err := h.Read(bytes.NewReader(b), int64(len(b))); err == nil && (sumHeader || i >= len(magic)+2+3) {
+				t.Fatalf("SumHeader %v: bit flip at %d not detected", sumHeader, i)
+			}
+		}
+		huge := bytes.Clone(good)
+		binary.BigEndian.PutUint32(huge[len(magic)+2+3:], 1<<31)
+		if _, _, _, err := h.Read(bytes.NewReader(huge), int64(len(huge))); !errors.Is(err, errTest) {
+			t.Fatalf("SumHeader %v: huge metadata length: %v", sumHeader, err)
+		}
 	}
 }
