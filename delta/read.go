@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/cowstate/cowstate/internal/wire"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
@@ -43,10 +42,6 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	return rd, nil
 }
 
-func readAt(r io.ReaderAt, off, n, size int64) ([]byte, error) {
-	return wire.ReadAt(r, off, n, size, ErrCorrupt)
-}
-
 // Base and Target return the versions the delta goes between.
 func (r *Reader) Base() uint64   { return r.base }
 func (r *Reader) Target() uint64 { return r.target }
@@ -69,23 +64,22 @@ func (r *Reader) Read(ctx context.Context, kgs statetable.KeyGroupRange) (*Delta
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b, err := readAt(r.r, e.Off, e.Length, r.size)
-		if err != nil {
-			return nil, err
-		}
-		if xxhash.Sum64(b) != e.Sum {
-			return nil, fmt.Errorf("%w: delta section of key group %d at offset %d: checksum does not match", ErrCorrupt, e.Group, e.Off)
-		}
-		if err := r.section(d.group(e.Group), e, b); err != nil {
+		if err := r.section(d.group(e.Group), e); err != nil {
 			return nil, err
 		}
 	}
 	return d, nil
 }
 
-// section decodes one key group's section into gr.
-func (r *Reader) section(gr *group, e wire.Section, b []byte) error {
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: fmt.Sprintf("delta section of key group %d", e.Group)}
+// section reads a key group's section, checks its checksum and decodes it
+// into gr.
+func (r *Reader) section(gr *group, e wire.Section) error {
+	what := fmt.Sprintf("delta section of key group %d", e.Group)
+	b, err := wire.ReadSection(r.r, r.size, e, what, ErrCorrupt)
+	if err != nil {
+		return err
+	}
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
 	states, services := r.meta.States, r.meta.Timers
 	for {
 		switch tag := d.Byte(); {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/cowstate/cowstate/internal/wire"
 	"github.com/cowstate/cowstate/statetable"
 )
@@ -52,10 +51,6 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	return &Reader{r: r, size: size, meta: meta, index: idx}, nil
 }
 
-func readAt(r io.ReaderAt, off, n, size int64) ([]byte, error) {
-	return wire.ReadAt(r, off, n, size, ErrCorrupt)
-}
-
 // Meta returns the snapshot's metadata.
 func (r *Reader) Meta() Meta { return r.meta }
 
@@ -80,22 +75,22 @@ func (r *Reader) Restore(ctx context.Context, sink Sink, kgs statetable.KeyGroup
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b, err := readAt(r.r, e.Off, e.Length, r.size)
-		if err != nil {
-			return err
-		}
-		if xxhash.Sum64(b) != e.Sum {
-			return fmt.Errorf("%w: key group %d section at offset %d: checksum does not match", ErrCorrupt, e.Group, e.Off)
-		}
-		if err := r.section(sink, e, b); err != nil {
+		if err := r.section(sink, e); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (r *Reader) section(sink Sink, e wire.Section, b []byte) error {
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: fmt.Sprintf("key group %d section", e.Group)}
+// section reads a key group's section, checks its checksum and hands what
+// it holds to sink.
+func (r *Reader) section(sink Sink, e wire.Section) error {
+	what := fmt.Sprintf("key group %d section", e.Group)
+	b, err := wire.ReadSection(r.r, r.size, e, what, ErrCorrupt)
+	if err != nil {
+		return err
+	}
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
 	for {
 		switch tag := d.Byte(); {
 		case d.Err != nil:

@@ -37,7 +37,7 @@ func file(header []byte, groups []int, sections [][]byte) []byte {
 	var index []byte
 	index = binary.AppendUvarint(index, uint64(len(groups)))
 	for i, g := range groups {
-		index = AppendSection(index, Section{Group: g, Off: int64(len(out)), Length: int64(len(sections[i]))})
+		index = AppendSection(index, Section{Group: g, Off: int64(len(out)), Length: int64(len(sections[i])), Sum: xxhash.Sum64(sections[i])})
 		out = append(out, sections[i]...)
 	}
 	off := int64(len(out))
@@ -64,6 +64,18 @@ func TestReadIndex(t *testing.T) {
 	}
 	if _, err := ReadAt(bytes.NewReader(good), 4, 1<<62, int64(len(good)), errTest); !errors.Is(err, errTest) {
 		t.Fatalf("read past the end: %v", err)
+	}
+	if b, err := ReadSection(bytes.NewReader(good), int64(len(good)), idx[1], "section", errTest); err != nil || string(b) != "bbb" {
+		t.Fatalf("section: %q, %v", b, err)
+	}
+	for name, s := range map[string]Section{
+		"bad checksum":    {Group: 3, Off: 8, Length: 3, Sum: idx[1].Sum + 1},
+		"past the end":    {Group: 3, Off: 8, Length: 1 << 62, Sum: idx[1].Sum},
+		"negative offset": {Group: 3, Off: -1, Length: 3, Sum: idx[1].Sum},
+	} {
+		if _, err := ReadSection(bytes.NewReader(good), int64(len(good)), s, "section", errTest); !errors.Is(err, errTest) {
+			t.Errorf("section, %s: %v", name, err)
+		}
 	}
 }
 
