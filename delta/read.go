@@ -80,70 +80,47 @@ func (r *Reader) section(gr *group, e wire.Section) error {
 		return err
 	}
 	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
-	states, services := r.meta.States, r.meta.Timers
-	for {
-		switch tag := d.Byte(); {
-		case d.Err != nil:
-			return d.Err
-		case tag == tagEnd:
-			if d.Left() != 0 {
-				d.Fail("%d bytes after the end tag", d.Left())
+	entries := func(i, n int) error {
+		ops := gr.ops(r.meta.States[i].Name)
+		for range n {
+			kind := d.Byte()
+			ck := d.String()
+			op := &entryOp{deleted: kind == opDelete, put: kind == opPut || kind == opPutPatch}
+			if kind < opPut || kind > opPutPatch {
+				d.Fail("entry op %d", kind)
 			}
-			return d.Err
-		case tag == tagState:
-			i := d.Count(len(states))
-			n := d.Count(d.Left()/2 + 1)
-			if d.Err != nil {
-				return d.Err
+			if op.put {
+				op.cell = d.Bytes()
 			}
-			ops := gr.ops(states[i].Name)
-			for range n {
-				kind := d.Byte()
-				ck := d.String()
-				op := &entryOp{deleted: kind == opDelete, put: kind == opPut || kind == opPutPatch}
-				if kind < opPut || kind > opPutPatch {
-					d.Fail("entry op %d", kind)
-				}
-				if op.put {
-					op.cell = d.Bytes()
-				}
-				if kind == opPatch || kind == opPutPatch {
-					np := d.Count(d.Left()/2 + 1)
-					op.parts = make(map[string]statetable.Part, np)
-					for range np {
-						p := statetable.Part{Deleted: d.Byte() == 1, Key: d.Bytes()}
-						if !p.Deleted {
-							p.Value = d.Bytes()
-						}
-						op.parts[string(p.Key)] = p
+			if kind == opPatch || kind == opPutPatch {
+				np := d.Count(d.Left()/2 + 1)
+				op.parts = make(map[string]statetable.Part, np)
+				for range np {
+					p := statetable.Part{Deleted: d.Byte() == 1, Key: d.Bytes()}
+					if !p.Deleted {
+						p.Value = d.Bytes()
 					}
+					op.parts[string(p.Key)] = p
 				}
-				if d.Err != nil {
-					return d.Err
-				}
-				ops[ck] = op
 			}
-		case tag == tagTimers:
-			j := d.Count(len(services))
-			dom := snapshot.Domain(d.Byte())
-			if dom > snapshot.ProcessingTime {
-				d.Fail("time domain %d", dom)
-			}
-			n := d.Count(d.Left()/4 + 1)
 			if d.Err != nil {
 				return d.Err
 			}
-			for range n {
-				present := d.Byte()
-				t := timerKey{service: services[j].Name, domain: dom, ts: d.Varint()}
-				t.key, t.ns = d.String(), d.String()
-				if d.Err != nil {
-					return d.Err
-				}
-				gr.timers[t] = present == 1
-			}
-		default:
-			d.Fail("unknown tag %d", tag)
+			ops[ck] = op
 		}
+		return nil
 	}
+	timers := func(j int, dom byte, n int) error {
+		for range n {
+			present := d.Byte()
+			t := timerKey{service: r.meta.Timers[j].Name, domain: snapshot.Domain(dom), ts: d.Varint()}
+			t.key, t.ns = d.String(), d.String()
+			if d.Err != nil {
+				return d.Err
+			}
+			gr.timers[t] = present == 1
+		}
+		return nil
+	}
+	return d.Records(len(r.meta.States), len(r.meta.Timers), 4, entries, timers)
 }

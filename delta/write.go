@@ -16,9 +16,9 @@ const (
 	footerMagic   = "CWDELTND"
 	formatVersion = 1
 
-	tagEnd    = 0
-	tagState  = 1
-	tagTimers = 2
+	tagEnd    = wire.TagEnd
+	tagState  = wire.TagState
+	tagTimers = wire.TagTimers
 
 	opPut      = 1
 	opDelete   = 2

@@ -91,61 +91,39 @@ func (r *Reader) section(sink Sink, e wire.Section) error {
 		return err
 	}
 	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
-	for {
-		switch tag := d.Byte(); {
-		case d.Err != nil:
-			return d.Err
-		case tag == tagEnd:
-			if d.Left() != 0 {
-				d.Fail("%d bytes after the end tag", d.Left())
-			}
-			return d.Err
-		case tag == tagState:
-			i := d.Count(len(r.meta.States))
-			n := d.Count(d.Left()/2 + 1)
-			if d.Err != nil {
-				return d.Err
-			}
-			name := r.meta.States[i].Name
-			restore, done, err := sink.EntryRestorer(name, n)
-			if err != nil {
-				return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
-			}
-			for range n {
-				key, cell := d.Bytes(), d.Bytes()
-				if d.Err != nil {
-					return d.Err
-				}
-				if err := restore(key, cell); err != nil {
-					return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
-				}
-			}
-			if err := done(); err != nil {
-				return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
-			}
-		case tag == tagTimers:
-			j := d.Count(len(r.meta.Timers))
-			dom := Domain(d.Byte())
-			if dom > ProcessingTime {
-				d.Fail("time domain %d", dom)
-			}
-			n := d.Count(d.Left()/3 + 1)
-			if d.Err != nil {
-				return d.Err
-			}
-			name := r.meta.Timers[j].Name
-			for range n {
-				ts := d.Varint()
-				key, ns := d.String(), d.String()
-				if d.Err != nil {
-					return d.Err
-				}
-				if err := sink.RestoreTimer(name, dom, e.Group, ts, key, ns); err != nil {
-					return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
-				}
-			}
-		default:
-			d.Fail("unknown tag %d", tag)
+	wrap := func(err error) error { return fmt.Errorf("%s at offset %d: %w", what, e.Off, err) }
+	entries := func(i, n int) error {
+		restore, done, err := sink.EntryRestorer(r.meta.States[i].Name, n)
+		if err != nil {
+			return wrap(err)
 		}
+		for range n {
+			key, cell := d.Bytes(), d.Bytes()
+			if d.Err != nil {
+				return d.Err
+			}
+			if err := restore(key, cell); err != nil {
+				return wrap(err)
+			}
+		}
+		if err := done(); err != nil {
+			return wrap(err)
+		}
+		return nil
 	}
+	timers := func(j int, dom byte, n int) error {
+		name := r.meta.Timers[j].Name
+		for range n {
+			ts := d.Varint()
+			key, ns := d.String(), d.String()
+			if d.Err != nil {
+				return d.Err
+			}
+			if err := sink.RestoreTimer(name, Domain(dom), e.Group, ts, key, ns); err != nil {
+				return wrap(err)
+			}
+		}
+		return nil
+	}
+	return d.Records(len(r.meta.States), len(r.meta.Timers), 3, entries, timers)
 }

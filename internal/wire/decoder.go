@@ -1,6 +1,6 @@
 // Package wire holds what the snapshot and delta file formats share: the
-// header check, length-prefixed strings, a bounds-checked decoder, the
-// index and the footer.
+// header check, the records of a section, the index and the footer,
+// length-prefixed strings and a bounds-checked decoder.
 package wire
 
 import (

@@ -117,3 +117,43 @@ func TestHeaderRead(t *testing.T) {
 		}
 	}
 }
+
+func TestRecords(t *testing.T) {
+	type rec struct{ tag, pos, dom, n int }
+	read := func(b []byte) ([]rec, error) {
+		var got []rec
+		d := Decoder{B: b, What: "test", Corrupt: errTest}
+		err := d.Records(2, 1, 3, func(i, n int) error {
+			got = append(got, rec{TagState, i, 0, n})
+			d.Off += n * 2 // entries of 2 bytes
+			return nil
+		}, func(j int, dom byte, n int) error {
+			got = append(got, rec{TagTimers, j, int(dom), n})
+			d.Off += n * 3 // timers of 3 bytes
+			return nil
+		})
+		return got, err
+	}
+	good := []byte{TagState, 1, 2, 'a', 'b', 'c', 'd', TagTimers, 0, 1, 1, 'x', 'y', 'z', TagEnd}
+	if got, err := read(good); err != nil || len(got) != 2 || got[0] != (rec{TagState, 1, 0, 2}) || got[1] != (rec{TagTimers, 0, 1, 1}) {
+		t.Fatalf("good section: %v, %v", got, err)
+	}
+	for name, b := range map[string][]byte{
+		"empty":                {},
+		"no end tag":           good[:len(good)-1],
+		"after the end tag":    append(bytes.Clone(good), 0),
+		"unknown tag":          {3, TagEnd},
+		"state out of range":   {TagState, 2, 0, TagEnd},
+		"service out of range": {TagTimers, 1, 0, 0, TagEnd},
+		"time domain":          {TagTimers, 0, 2, 0, TagEnd},
+		"count past the end":   {TagState, 0, 9, 'a', 'b', TagEnd},
+	} {
+		if _, err := read(b); !errors.Is(err, errTest) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	d := Decoder{B: []byte{TagState, 0, 0, TagEnd}, Corrupt: errTest}
+	if err := d.Records(1, 0, 3, func(int, int) error { return errors.ErrUnsupported }, nil); err != errors.ErrUnsupported {
+		t.Fatalf("callback error: %v", err)
+	}
+}
