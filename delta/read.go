@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/cowstate/cowstate/internal/wire"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
@@ -27,35 +26,13 @@ type Reader struct {
 // errors), say what and at which offset, and nothing is allocated beyond
 // the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
-	if size < int64(fixedHeader+8+wire.FooterSize) {
-		return nil, fmt.Errorf("%w: delta file of %d bytes is shorter than an empty delta", ErrCorrupt, size)
-	}
-	head, err := readAt(r, 0, int64(fixedHeader), size)
+	h := wire.Header{Name: "delta", Magic: headerMagic, Version: formatVersion, Extra: 8 + 8, SumHeader: true, Corrupt: ErrCorrupt}
+	versions, meta, headerEnd, err := h.Read(r, size)
 	if err != nil {
 		return nil, err
 	}
-	if string(head[:len(headerMagic)]) != headerMagic {
-		return nil, fmt.Errorf("%w: bad delta magic %q at offset 0", ErrCorrupt, head[:len(headerMagic)])
-	}
-	if v := binary.BigEndian.Uint16(head[len(headerMagic):]); v != formatVersion {
-		return nil, fmt.Errorf("%w: delta format version %d at offset %d, want %d", ErrCorrupt, v, len(headerMagic), formatVersion)
-	}
-	rd := &Reader{r: r, size: size}
-	rd.base = binary.BigEndian.Uint64(head[len(headerMagic)+2:])
-	rd.target = binary.BigEndian.Uint64(head[len(headerMagic)+10:])
-	metaLen := int64(binary.BigEndian.Uint32(head[len(headerMagic)+18:]))
-	headerEnd := int64(fixedHeader) + metaLen + 8
-	if headerEnd > size-wire.FooterSize {
-		return nil, fmt.Errorf("%w: delta metadata of %d bytes at offset %d runs past the end (%d bytes)", ErrCorrupt, metaLen, fixedHeader, size)
-	}
-	header, err := readAt(r, 0, headerEnd, size)
-	if err != nil {
-		return nil, err
-	}
-	if xxhash.Sum64(header[:headerEnd-8]) != binary.BigEndian.Uint64(header[headerEnd-8:]) {
-		return nil, fmt.Errorf("%w: delta header checksum at offset %d does not match", ErrCorrupt, headerEnd-8)
-	}
-	if rd.meta, err = snapshot.DecodeMeta(header[fixedHeader : headerEnd-8]); err != nil {
+	rd := &Reader{r: r, size: size, base: binary.BigEndian.Uint64(versions), target: binary.BigEndian.Uint64(versions[8:])}
+	if rd.meta, err = snapshot.DecodeMeta(meta); err != nil {
 		return nil, err
 	}
 
@@ -63,10 +40,6 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 		return nil, err
 	}
 	return rd, nil
-}
-
-func readAt(r io.ReaderAt, off, n, size int64) ([]byte, error) {
-	return wire.ReadAt(r, off, n, size, ErrCorrupt)
 }
 
 // Base and Target return the versions the delta goes between.
@@ -91,87 +64,63 @@ func (r *Reader) Read(ctx context.Context, kgs statetable.KeyGroupRange) (*Delta
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b, err := readAt(r.r, e.Off, e.Length, r.size)
-		if err != nil {
-			return nil, err
-		}
-		if xxhash.Sum64(b) != e.Sum {
-			return nil, fmt.Errorf("%w: delta section of key group %d at offset %d: checksum does not match", ErrCorrupt, e.Group, e.Off)
-		}
-		if err := r.section(d.group(e.Group), e, b); err != nil {
+		if err := r.section(d.group(e.Group), e); err != nil {
 			return nil, err
 		}
 	}
 	return d, nil
 }
 
-// section decodes one key group's section into gr.
-func (r *Reader) section(gr *group, e wire.Section, b []byte) error {
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: fmt.Sprintf("delta section of key group %d", e.Group)}
-	states, services := r.meta.States, r.meta.Timers
-	for {
-		switch tag := d.Byte(); {
-		case d.Err != nil:
-			return d.Err
-		case tag == tagEnd:
-			if d.Left() != 0 {
-				d.Fail("%d bytes after the end tag", d.Left())
-			}
-			return d.Err
-		case tag == tagState:
-			i := d.Count(len(states))
-			n := d.Count(d.Left()/2 + 1)
-			if d.Err != nil {
-				return d.Err
-			}
-			ops := gr.ops(states[i].Name)
-			for range n {
-				kind := d.Byte()
-				ck := d.String()
-				op := &entryOp{deleted: kind == opDelete, put: kind == opPut || kind == opPutPatch}
-				if kind < opPut || kind > opPutPatch {
-					d.Fail("entry op %d", kind)
-				}
-				if op.put {
-					op.cell = d.Bytes()
-				}
-				if kind == opPatch || kind == opPutPatch {
-					np := d.Count(d.Left()/2 + 1)
-					op.parts = make(map[string]statetable.Part, np)
-					for range np {
-						p := statetable.Part{Deleted: d.Byte() == 1, Key: d.Bytes()}
-						if !p.Deleted {
-							p.Value = d.Bytes()
-						}
-						op.parts[string(p.Key)] = p
-					}
-				}
-				if d.Err != nil {
-					return d.Err
-				}
-				ops[ck] = op
-			}
-		case tag == tagTimers:
-			j := d.Count(len(services))
-			dom := snapshot.Domain(d.Byte())
-			if dom > snapshot.ProcessingTime {
-				d.Fail("time domain %d", dom)
-			}
-			n := d.Count(d.Left()/4 + 1)
-			if d.Err != nil {
-				return d.Err
-			}
-			for range n {
-				present := d.Byte()
-				t := timerKey{service: services[j].Name, domain: dom, ts: d.Varint()}
-				t.key, t.ns = d.String(), d.String()
-				if d.Err != nil {
-					return d.Err
-				}
-				gr.timers[t] = present == 1
-			}
-		default:
-			d.Fail("unknown tag %d", tag)
-		}
+// section reads a key group's section, checks its checksum and decodes it
+// into gr.
+func (r *Reader) section(gr *group, e wire.Section) error {
+	what := fmt.Sprintf("delta section of key group %d", e.Group)
+	b, err := wire.ReadSection(r.r, r.size, e, what, ErrCorrupt)
+	if err != nil {
+		return err
 	}
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
+	entries := func(i, n int) error {
+		ops := gr.ops(r.meta.States[i].Name)
+		for range n {
+			kind := d.Byte()
+			ck := d.String()
+			op := &entryOp{deleted: kind == opDelete, put: kind == opPut || kind == opPutPatch}
+			if kind < opPut || kind > opPutPatch {
+				d.Fail("entry op %d", kind)
+			}
+			if op.put {
+				op.cell = d.Bytes()
+			}
+			if kind == opPatch || kind == opPutPatch {
+				np := d.Count(d.Left()/2 + 1)
+				op.parts = make(map[string]statetable.Part, np)
+				for range np {
+					p := statetable.Part{Deleted: d.Byte() == 1, Key: d.Bytes()}
+					if !p.Deleted {
+						p.Value = d.Bytes()
+					}
+					op.parts[string(p.Key)] = p
+				}
+			}
+			if d.Err != nil {
+				return d.Err
+			}
+			ops[ck] = op
+		}
+		return nil
+	}
+	timers := func(j int, dom byte, n int) error {
+		for range n {
+			present := d.Byte()
+			t := timerKey{service: r.meta.Timers[j].Name, domain: snapshot.Domain(dom), ts: d.Varint()}
+			t.key, t.ns = d.String(), d.String()
+			if d.Err != nil {
+				return d.Err
+			}
+			gr.timers[t] = present == 1
+		}
+		return nil
+	}
+	return d.Records(len(r.meta.States), len(r.meta.Timers), 4, entries, timers)
 }

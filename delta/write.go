@@ -15,11 +15,10 @@ const (
 	headerMagic   = "CWDELTA\x01"
 	footerMagic   = "CWDELTND"
 	formatVersion = 1
-	fixedHeader   = len(headerMagic) + 2 + 8 + 8 + 4 // magic, version, base, target, meta length
 
-	tagEnd    = 0
-	tagState  = 1
-	tagTimers = 2
+	tagEnd    = wire.TagEnd
+	tagState  = wire.TagState
+	tagTimers = wire.TagTimers
 
 	opPut      = 1
 	opDelete   = 2

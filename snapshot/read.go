@@ -2,12 +2,10 @@ package snapshot
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"github.com/cowstate/cowstate/internal/wire"
 	"io"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/cowstate/cowstate/internal/wire"
 	"github.com/cowstate/cowstate/statetable"
 )
 
@@ -37,32 +35,10 @@ type Reader struct {
 // checksums, bounds) and returns a Reader. Errors match ErrCorrupt (or are
 // r's I/O errors). Nothing is allocated beyond the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
-	const fixedHeader = len(headerMagic) + 2 + 4
-	if size < int64(fixedHeader+8+wire.FooterSize) {
-		return nil, fmt.Errorf("%w: file of %d bytes is shorter than an empty snapshot", ErrCorrupt, size)
-	}
-	head, err := readAt(r, 0, int64(fixedHeader), size)
+	h := wire.Header{Name: "snapshot", Magic: headerMagic, Version: formatVersion, Corrupt: ErrCorrupt}
+	_, metaBytes, headerEnd, err := h.Read(r, size)
 	if err != nil {
 		return nil, err
-	}
-	if string(head[:len(headerMagic)]) != headerMagic {
-		return nil, fmt.Errorf("%w: bad magic %q at offset 0", ErrCorrupt, head[:len(headerMagic)])
-	}
-	if v := binary.BigEndian.Uint16(head[len(headerMagic):]); v != formatVersion {
-		return nil, fmt.Errorf("%w: format version %d at offset %d, want %d", ErrCorrupt, v, len(headerMagic), formatVersion)
-	}
-	metaLen := int64(binary.BigEndian.Uint32(head[len(headerMagic)+2:]))
-	headerEnd := int64(fixedHeader) + metaLen + 8
-	if headerEnd > size-wire.FooterSize {
-		return nil, fmt.Errorf("%w: metadata of %d bytes at offset %d runs past the end (%d bytes)", ErrCorrupt, metaLen, fixedHeader, size)
-	}
-	metaAndSum, err := readAt(r, int64(fixedHeader), metaLen+8, size)
-	if err != nil {
-		return nil, err
-	}
-	metaBytes := metaAndSum[:metaLen]
-	if sum := binary.BigEndian.Uint64(metaAndSum[metaLen:]); sum != xxhash.Sum64(metaBytes) {
-		return nil, fmt.Errorf("%w: metadata checksum at offset %d does not match", ErrCorrupt, int64(fixedHeader)+metaLen)
 	}
 	meta, err := decodeMeta(metaBytes)
 	if err != nil {
@@ -73,10 +49,6 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 		return nil, err
 	}
 	return &Reader{r: r, size: size, meta: meta, index: idx}, nil
-}
-
-func readAt(r io.ReaderAt, off, n, size int64) ([]byte, error) {
-	return wire.ReadAt(r, off, n, size, ErrCorrupt)
 }
 
 // Meta returns the snapshot's metadata.
@@ -103,77 +75,55 @@ func (r *Reader) Restore(ctx context.Context, sink Sink, kgs statetable.KeyGroup
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b, err := readAt(r.r, e.Off, e.Length, r.size)
-		if err != nil {
-			return err
-		}
-		if xxhash.Sum64(b) != e.Sum {
-			return fmt.Errorf("%w: key group %d section at offset %d: checksum does not match", ErrCorrupt, e.Group, e.Off)
-		}
-		if err := r.section(sink, e, b); err != nil {
+		if err := r.section(sink, e); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (r *Reader) section(sink Sink, e wire.Section, b []byte) error {
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: fmt.Sprintf("key group %d section", e.Group)}
-	for {
-		switch tag := d.Byte(); {
-		case d.Err != nil:
-			return d.Err
-		case tag == tagEnd:
-			if d.Left() != 0 {
-				d.Fail("%d bytes after the end tag", d.Left())
-			}
-			return d.Err
-		case tag == tagState:
-			i := d.Count(len(r.meta.States))
-			n := d.Count(d.Left()/2 + 1)
-			if d.Err != nil {
-				return d.Err
-			}
-			name := r.meta.States[i].Name
-			restore, done, err := sink.EntryRestorer(name, n)
-			if err != nil {
-				return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
-			}
-			for range n {
-				key, cell := d.Bytes(), d.Bytes()
-				if d.Err != nil {
-					return d.Err
-				}
-				if err := restore(key, cell); err != nil {
-					return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
-				}
-			}
-			if err := done(); err != nil {
-				return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
-			}
-		case tag == tagTimers:
-			j := d.Count(len(r.meta.Timers))
-			dom := Domain(d.Byte())
-			if dom > ProcessingTime {
-				d.Fail("time domain %d", dom)
-			}
-			n := d.Count(d.Left()/3 + 1)
-			if d.Err != nil {
-				return d.Err
-			}
-			name := r.meta.Timers[j].Name
-			for range n {
-				ts := d.Varint()
-				key, ns := d.String(), d.String()
-				if d.Err != nil {
-					return d.Err
-				}
-				if err := sink.RestoreTimer(name, dom, e.Group, ts, key, ns); err != nil {
-					return fmt.Errorf("key group %d section at offset %d: %w", e.Group, e.Off, err)
-				}
-			}
-		default:
-			d.Fail("unknown tag %d", tag)
-		}
+// section reads a key group's section, checks its checksum and hands what
+// it holds to sink.
+func (r *Reader) section(sink Sink, e wire.Section) error {
+	what := fmt.Sprintf("key group %d section", e.Group)
+	b, err := wire.ReadSection(r.r, r.size, e, what, ErrCorrupt)
+	if err != nil {
+		return err
 	}
+	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
+	wrap := func(err error) error { return fmt.Errorf("%s at offset %d: %w", what, e.Off, err) }
+	entries := func(i, n int) error {
+		restore, done, err := sink.EntryRestorer(r.meta.States[i].Name, n)
+		if err != nil {
+			return wrap(err)
+		}
+		for range n {
+			key, cell := d.Bytes(), d.Bytes()
+			if d.Err != nil {
+				return d.Err
+			}
+			if err := restore(key, cell); err != nil {
+				return wrap(err)
+			}
+		}
+		if err := done(); err != nil {
+			return wrap(err)
+		}
+		return nil
+	}
+	timers := func(j int, dom byte, n int) error {
+		name := r.meta.Timers[j].Name
+		for range n {
+			ts := d.Varint()
+			key, ns := d.String(), d.String()
+			if d.Err != nil {
+				return d.Err
+			}
+			if err := sink.RestoreTimer(name, Domain(dom), e.Group, ts, key, ns); err != nil {
+				return wrap(err)
+			}
+		}
+		return nil
+	}
+	return d.Records(len(r.meta.States), len(r.meta.Timers), 3, entries, timers)
 }

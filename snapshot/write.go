@@ -41,9 +41,9 @@ type Progress struct {
 
 // Section tags.
 const (
-	tagEnd    = 0
-	tagState  = 1
-	tagTimers = 2
+	tagEnd    = wire.TagEnd
+	tagState  = wire.TagState
+	tagTimers = wire.TagTimers
 )
 
 const (

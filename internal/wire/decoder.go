@@ -1,5 +1,6 @@
-// Package wire holds the encoding helpers shared by the snapshot and delta
-// file formats: length-prefixed strings and a bounds-checked decoder.
+// Package wire holds what the snapshot and delta file formats share: the
+// header check, the records of a section, the index and the footer,
+// length-prefixed strings and a bounds-checked decoder.
 package wire
 
 import (

@@ -108,3 +108,19 @@ func ReadIndex(r io.ReaderAt, size, headerEnd int64, magic string, first, last i
 	}
 	return idx, nil
 }
+
+// ReadSection reads the section s of a file of size bytes, as its index
+// lists it, and checks the section's checksum: one read and one allocation
+// of s.Length bytes, after checking they are inside the file. Errors wrap
+// corrupt and say what (the section, for messages) and where, or are r's
+// I/O errors.
+func ReadSection(r io.ReaderAt, size int64, s Section, what string, corrupt error) ([]byte, error) {
+	b, err := ReadAt(r, s.Off, s.Length, size, corrupt)
+	if err != nil {
+		return nil, err
+	}
+	if xxhash.Sum64(b) != s.Sum {
+		return nil, fmt.Errorf("%w: %s at offset %d: checksum does not match", corrupt, what, s.Off)
+	}
+	return b, nil
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 var errTest = errors.New("corrupt")
@@ -35,7 +37,7 @@ func file(header []byte, groups []int, sections [][]byte) []byte {
 	var index []byte
 	index = binary.AppendUvarint(index, uint64(len(groups)))
 	for i, g := range groups {
-		index = AppendSection(index, Section{Group: g, Off: int64(len(out)), Length: int64(len(sections[i]))})
+		index = AppendSection(index, Section{Group: g, Off: int64(len(out)), Length: int64(len(sections[i])), Sum: xxhash.Sum64(sections[i])})
 		out = append(out, sections[i]...)
 	}
 	off := int64(len(out))
@@ -62,5 +64,96 @@ func TestReadIndex(t *testing.T) {
 	}
 	if _, err := ReadAt(bytes.NewReader(good), 4, 1<<62, int64(len(good)), errTest); !errors.Is(err, errTest) {
 		t.Fatalf("read past the end: %v", err)
+	}
+	if b, err := ReadSection(bytes.NewReader(good), int64(len(good)), idx[1], "section", errTest); err != nil || string(b) != "bbb" {
+		t.Fatalf("section: %q, %v", b, err)
+	}
+	for name, s := range map[string]Section{
+		"bad checksum":    {Group: 3, Off: 8, Length: 3, Sum: idx[1].Sum + 1},
+		"past the end":    {Group: 3, Off: 8, Length: 1 << 62, Sum: idx[1].Sum},
+		"negative offset": {Group: 3, Off: -1, Length: 3, Sum: idx[1].Sum},
+	} {
+		if _, err := ReadSection(bytes.NewReader(good), int64(len(good)), s, "section", errTest); !errors.Is(err, errTest) {
+			t.Errorf("section, %s: %v", name, err)
+		}
+	}
+}
+
+func TestHeaderRead(t *testing.T) {
+	const magic = "TESTHEAD"
+	header := func(sumHeader bool, extra string, meta string) []byte {
+		b := append([]byte(magic), 0, 1)
+		b = append(b, extra...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(meta)))
+		b = append(b, meta...)
+		if sumHeader {
+			return binary.BigEndian.AppendUint64(b, xxhash.Sum64(b))
+		}
+		return binary.BigEndian.AppendUint64(b, xxhash.Sum64String(meta))
+	}
+	for _, sumHeader := range []bool{false, true} {
+		h := Header{Name: "test", Magic: magic, Version: 1, Extra: 3, SumHeader: sumHeader, Corrupt: errTest}
+		good := file(header(sumHeader, "xyz", "meta"), []int{1}, [][]byte{[]byte("a")})
+		extra, meta, end, err := h.Read(bytes.NewReader(good), int64(len(good)))
+		if err != nil || string(extra) != "xyz" || string(meta) != "meta" || end != int64(len(magic)+2+3+4+4+8) {
+			t.Fatalf("SumHeader %v: good header: %q %q %d %v", sumHeader, extra, meta, end, err)
+		}
+		for n := range end + FooterSize { // too short for the header and a footer
+			if _, _, _, err := h.Read(bytes.NewReader(good[:n]), n); !errors.Is(err, errTest) {
+				t.Fatalf("SumHeader %v: truncated to %d bytes: %v", sumHeader, n, err)
+			}
+		}
+		for i := range int(end) {
+			b := bytes.Clone(good)
+			b[i] ^= 0x10
+			if _, _, _, err := h.Read(bytes.NewReader(b), int64(len(b))); err == nil && (sumHeader || i >= len(magic)+2+3) {
+				t.Fatalf("SumHeader %v: bit flip at %d not detected", sumHeader, i)
+			}
+		}
+		huge := bytes.Clone(good)
+		binary.BigEndian.PutUint32(huge[len(magic)+2+3:], 1<<31)
+		if _, _, _, err := h.Read(bytes.NewReader(huge), int64(len(huge))); !errors.Is(err, errTest) {
+			t.Fatalf("SumHeader %v: huge metadata length: %v", sumHeader, err)
+		}
+	}
+}
+
+func TestRecords(t *testing.T) {
+	type rec struct{ tag, pos, dom, n int }
+	read := func(b []byte) ([]rec, error) {
+		var got []rec
+		d := Decoder{B: b, What: "test", Corrupt: errTest}
+		err := d.Records(2, 1, 3, func(i, n int) error {
+			got = append(got, rec{TagState, i, 0, n})
+			d.Off += n * 2 // entries of 2 bytes
+			return nil
+		}, func(j int, dom byte, n int) error {
+			got = append(got, rec{TagTimers, j, int(dom), n})
+			d.Off += n * 3 // timers of 3 bytes
+			return nil
+		})
+		return got, err
+	}
+	good := []byte{TagState, 1, 2, 'a', 'b', 'c', 'd', TagTimers, 0, 1, 1, 'x', 'y', 'z', TagEnd}
+	if got, err := read(good); err != nil || len(got) != 2 || got[0] != (rec{TagState, 1, 0, 2}) || got[1] != (rec{TagTimers, 0, 1, 1}) {
+		t.Fatalf("good section: %v, %v", got, err)
+	}
+	for name, b := range map[string][]byte{
+		"empty":                {},
+		"no end tag":           good[:len(good)-1],
+		"after the end tag":    append(bytes.Clone(good), 0),
+		"unknown tag":          {3, TagEnd},
+		"state out of range":   {TagState, 2, 0, TagEnd},
+		"service out of range": {TagTimers, 1, 0, 0, TagEnd},
+		"time domain":          {TagTimers, 0, 2, 0, TagEnd},
+		"count past the end":   {TagState, 0, 9, 'a', 'b', TagEnd},
+	} {
+		if _, err := read(b); !errors.Is(err, errTest) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	d := Decoder{B: []byte{TagState, 0, 0, TagEnd}, Corrupt: errTest}
+	if err := d.Records(1, 0, 3, func(int, int) error { return errors.ErrUnsupported }, nil); err != errors.ErrUnsupported {
+		t.Fatalf("callback error: %v", err)
 	}
 }
