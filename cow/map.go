@@ -132,6 +132,9 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 	if high != 0 && s.n != branchMark && m.rootEpoch <= high {
 		return false // a shared root leaf: rare, left to the general path
 	}
+	if high == 0 && len(m.reuse.waiting) != 0 {
+		m.reuse.forget(m.owner) // all garbage with no capture live
+	}
 	for s.n == branchMark {
 		s = &(*mapBranch[K, V])(s.p).kids[slotAt(h, depth)]
 		depth++

@@ -1,6 +1,10 @@
 package cow
 
-import "unsafe"
+import (
+	"cmp"
+	"slices"
+	"unsafe"
+)
 
 // Reuse of the nodes copy-on-write leaves behind.
 //
@@ -56,11 +60,73 @@ type nodeReuse[K comparable, V any] struct {
 	leaves   [reuseLeafCaps][]unsafe.Pointer // ready leaves by capacity
 	branches []*mapBranch[K, V]              // ready branches
 	nLeaves  int                             // ready leaves, all capacities
+	bytes    int                             // bytes of the ready nodes (counted in Owner.reuseBytes too)
+	waitingB int                             // bytes of the waiting nodes (counted in Owner.waitingBytes too)
+	runs     []memRange                      // arrays SetRun made leaves of, by address
 	off      bool                            // a cursor: retire nothing (see above)
 }
 
 // stop turns reuse off for good and lets the collector have what it held.
-func (r *nodeReuse[K, V]) stop() { *r = nodeReuse[K, V]{off: true} }
+func (r *nodeReuse[K, V]) stop(o *Owner) {
+	o.reuseBytes -= r.bytes
+	o.waitingBytes -= r.waitingB
+	*r = nodeReuse[K, V]{off: true}
+}
+
+// forget lets the collector have the waiting nodes, when no capture is
+// live and all of them are garbage: with no capture, writes are in place
+// and make no copy that would take them up.
+func (r *nodeReuse[K, V]) forget(o *Owner) {
+	o.waitingBytes -= r.waitingB
+	r.waiting, r.head, r.waitingB = nil, 0, 0
+}
+
+// memRange is the address range [lo, hi) of an array whose pieces are
+// leaves. Addresses only: it keeps nothing alive, and the collector does
+// not move heap memory.
+type memRange struct{ lo, hi uintptr }
+
+// noteRun records that the leaves of ents (one array cut into leaves by
+// SetRun) must never be reused: reusing one piece as a new leaf would keep
+// the whole array alive for as long as that leaf lives. In the demo, which
+// restores from checkpoints, that held a fifth more resident memory.
+// Recorded ranges never overlap: a range the new one overlaps belonged to
+// an array the collector has freed since, and is dropped. O(log r + r) for
+// r ranges, once per SetRun.
+func (r *nodeReuse[K, V]) noteRun(ents []mapEntry[K, V]) {
+	if r.off || cap(ents) == 0 {
+		return
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(ents)))
+	r.addRun(memRange{lo, lo + uintptr(cap(ents))*unsafe.Sizeof(ents[0])})
+}
+
+// addRun records mr, dropping the ranges it overlaps.
+func (r *nodeReuse[K, V]) addRun(mr memRange) {
+	i := r.firstAbove(mr.lo)
+	if i > 0 && r.runs[i-1].hi > mr.lo {
+		i-- // the range below reaches into the new one
+	}
+	j := i
+	for j < len(r.runs) && r.runs[j].lo < mr.hi {
+		j++
+	}
+	r.runs = slices.Replace(r.runs, i, j, mr)
+}
+
+// inRun reports whether address a is inside an array noteRun recorded (or
+// one at the same addresses before it was freed: such a leaf is only not
+// reused). O(log r).
+func (r *nodeReuse[K, V]) inRun(a uintptr) bool {
+	i := r.firstAbove(a)
+	return i > 0 && a < r.runs[i-1].hi
+}
+
+// firstAbove returns the index of the first range starting above a.
+func (r *nodeReuse[K, V]) firstAbove(a uintptr) int {
+	i, _ := slices.BinarySearchFunc(r.runs, a+1, func(m memRange, a uintptr) int { return cmp.Compare(m.lo, a) })
+	return i
+}
 
 // retiredNode is a node that left the live tree in writer epoch epoch: a
 // leaf (its first entry and capacity) or a branch (c == branchMark).
@@ -89,22 +155,46 @@ const (
 	reuseMaxBranches = 2048
 	// reusePromoteMax bounds the work of one promote: a copy retires one
 	// or two nodes, so the waiting list drains far faster than it fills.
-	reusePromoteMax = 64
+	reusePromoteMax = 256
+	// reuseBudget bounds the bytes all maps of one owner keep ready. Reuse
+	// pays because the memory a copy goes into is still in the CPU's
+	// caches; more ready memory than the caches hold is cold and only
+	// costs memory (the demo's resident memory grew by a third with
+	// per-map bounds alone, at the same speed).
+	reuseBudget = 4 << 20
+	// waitingBudget bounds the bytes of retired nodes all maps of one
+	// owner keep waiting. The rule of when a node is free is conservative:
+	// a capture held long (a checkpoint's base) keeps waiting every node
+	// retired after it, also those only short captures taken since could
+	// reach, which the collector would have freed. Past the budget a
+	// retired node is left to the collector.
+	waitingBudget = 4 << 20
 )
 
 // retireLeaf records that the leaf of slot s left the live tree now.
 func (m *Map[K, V]) retireLeaf(s mapSlot[K, V]) {
-	if s.n > 0 && s.c < reuseLeafCaps && !m.reuse.off {
-		m.reuse.waiting = append(m.reuse.waiting, retiredNode{s.p, s.c, m.owner.epoch})
+	if s.n > 0 && s.c < reuseLeafCaps && !m.reuse.off && !m.reuse.inRun(uintptr(s.p)) {
+		m.wait(retiredNode{s.p, s.c, m.owner.epoch}, int(s.c)*int(unsafe.Sizeof(mapEntry[K, V]{})))
 	}
 }
 
 // retireBranch records that branch b left the live tree now.
 func (m *Map[K, V]) retireBranch(b *mapBranch[K, V]) {
-	if m.reuse.off {
+	if !m.reuse.off {
+		m.wait(retiredNode{unsafe.Pointer(b), branchMark, m.owner.epoch}, int(unsafe.Sizeof(*b)))
+	}
+}
+
+// wait queues a retired node of nb bytes, unless the owner's waiting
+// budget is spent.
+func (m *Map[K, V]) wait(n retiredNode, nb int) {
+	o := m.owner
+	if o.waitingBytes+nb > waitingBudget {
 		return
 	}
-	m.reuse.waiting = append(m.reuse.waiting, retiredNode{unsafe.Pointer(b), branchMark, m.owner.epoch})
+	o.waitingBytes += nb
+	m.reuse.waitingB += nb
+	m.reuse.waiting = append(m.reuse.waiting, n)
 }
 
 // promote moves up to reusePromoteMax of the retired nodes no live capture
@@ -117,6 +207,8 @@ func (r *nodeReuse[K, V]) promote(o *Owner, size int) {
 	}
 	oldest := o.oldestLive()
 	maxLeaves, maxBranches := size/16+4, min(reuseMaxBranches, size/256+4)
+	var entry mapEntry[K, V]
+	branchBytes, entryBytes := int(unsafe.Sizeof(mapBranch[K, V]{})), int(unsafe.Sizeof(entry))
 	for end := min(len(r.waiting), r.head+reusePromoteMax); r.head < end; {
 		n := r.waiting[r.head]
 		if oldest != 0 && n.epoch > oldest {
@@ -124,14 +216,24 @@ func (r *nodeReuse[K, V]) promote(o *Owner, size int) {
 		}
 		r.waiting[r.head] = retiredNode{}
 		r.head++
+		nb := branchBytes
+		if n.c != branchMark {
+			nb = int(n.c) * entryBytes
+		}
+		r.waitingB -= nb
+		o.waitingBytes -= nb
 		switch {
 		case n.c == branchMark:
-			if len(r.branches) < maxBranches {
+			if len(r.branches) < maxBranches && o.reuseBytes+branchBytes <= reuseBudget {
 				r.branches = append(r.branches, (*mapBranch[K, V])(n.p))
+				r.bytes += branchBytes
+				o.reuseBytes += branchBytes
 			}
-		case len(r.leaves[n.c]) < reuseMaxPerCap && r.nLeaves < maxLeaves:
+		case len(r.leaves[n.c]) < reuseMaxPerCap && r.nLeaves < maxLeaves && o.reuseBytes+int(n.c)*entryBytes <= reuseBudget:
 			r.leaves[n.c] = append(r.leaves[n.c], n.p)
 			r.nLeaves++
+			r.bytes += int(n.c) * entryBytes
+			o.reuseBytes += int(n.c) * entryBytes
 		}
 	}
 	if r.head == len(r.waiting) {
@@ -158,6 +260,9 @@ func (m *Map[K, V]) newLeaf(src []mapEntry[K, V], n, want int) []mapEntry[K, V] 
 			r.leaves[c][k-1] = nil
 			r.leaves[c] = r.leaves[c][:k-1]
 			r.nLeaves--
+			nb := c * int(unsafe.Sizeof(mapEntry[K, V]{}))
+			r.bytes -= nb
+			m.owner.reuseBytes -= nb
 			ents := unsafe.Slice((*mapEntry[K, V])(p), c)
 			copy(ents, src)
 			clear(ents[len(src):]) // what the previous leaf held there
@@ -179,6 +284,9 @@ func (m *Map[K, V]) copyBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 		c := r.branches[k-1]
 		r.branches[k-1] = nil
 		r.branches = r.branches[:k-1]
+		nb := int(unsafe.Sizeof(*c))
+		r.bytes -= nb
+		m.owner.reuseBytes -= nb
 		*c = *b
 		return c
 	}

@@ -1,9 +1,12 @@
 package cow
 
 import (
+	"cmp"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"unsafe"
 )
 
 // identityMap returns a map and its model holding i -> i for i < n.
@@ -110,5 +113,63 @@ func TestMap_ReuseStaysSmall(t *testing.T) {
 	}
 	if ready != m.reuse.nLeaves || ready > n/16+4 || len(m.reuse.branches) > n/256+4 {
 		t.Fatalf("a map of %d entries keeps %d leaves (counted %d) and %d branches ready for reuse", n, ready, m.reuse.nLeaves, len(m.reuse.branches))
+	}
+}
+
+// TestNodeReuse_Runs checks the address ranges of SetRun's arrays: lookups
+// inside and at the edges, and a new range dropping the stale ones it
+// overlaps.
+func TestNodeReuse_Runs(t *testing.T) {
+	var r nodeReuse[int, int]
+	r.addRun(memRange{300, 400})
+	r.addRun(memRange{100, 200})
+	for a, want := range map[uintptr]bool{99: false, 100: true, 199: true, 200: false, 250: false, 300: true, 399: true, 400: false} {
+		if got := r.inRun(a); got != want {
+			t.Errorf("inRun(%d) = %v with [100,200) [300,400)", a, got)
+		}
+	}
+	r.addRun(memRange{180, 320})
+	if want := []memRange{{180, 320}}; !slices.Equal(r.runs, want) {
+		t.Fatalf("runs %v, want %v", r.runs, want)
+	}
+	if r.inRun(150) || !r.inRun(300) || r.inRun(350) {
+		t.Fatal("lookups after an overlapping range do not see only it")
+	}
+}
+
+// TestMap_RunLeavesNotReused loads a map with SetRun, whose leaves are
+// pieces of one array, then overwrites under captures: no piece of the
+// array may be kept for reuse, and the map keeps its contents.
+func TestMap_RunLeavesNotReused(t *testing.T) {
+	const n = 20_000
+	m := newIntMap(hashInt)
+	run := make([]MapEntry[int, int], n)
+	model := make(map[int]int, n)
+	for i := range run {
+		run[i] = MapEntry[int, int]{Hash: hashInt(i), Key: i, Val: i}
+		model[i] = i
+	}
+	slices.SortFunc(run, func(a, b MapEntry[int, int]) int { return cmp.Compare(a.Hash, b.Hash) })
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(run)))
+	hi := lo + uintptr(n)*unsafe.Sizeof(run[0])
+	m.SetRun(run)
+	epoch, last := capturedEpochs(m, model, n, 500, rand.New(rand.NewPCG(5, 6)))
+	for range 20 {
+		epoch()
+	}
+	last().Release()
+	m.reuse.promote(m.owner, m.len)
+	for c, l := range m.reuse.leaves {
+		for _, p := range l {
+			if a := uintptr(p); a >= lo && a < hi {
+				t.Fatalf("a piece of the SetRun array (capacity %d) is kept for reuse", c)
+			}
+		}
+	}
+	if m.reuse.nLeaves == 0 {
+		t.Fatal("no leaf kept for reuse at all: the test does not exercise reuse")
+	}
+	if got := mapContents(t, m.All()); !maps.Equal(got, model) {
+		t.Fatal("live map differs from model")
 	}
 }

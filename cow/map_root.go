@@ -23,7 +23,7 @@ type MapRoot[K comparable, V any] struct {
 // copies replace (see map_reuse.go).
 func (m *Map[K, V]) Root() MapRoot[K, V] {
 	if !m.reuse.off {
-		m.reuse.stop()
+		m.reuse.stop(m.owner)
 	}
 	return MapRoot[K, V]{slot: m.root, len: m.len, rootEpoch: m.rootEpoch}
 }
@@ -34,7 +34,7 @@ func (m *Map[K, V]) Root() MapRoot[K, V] {
 // Root).
 func (m *Map[K, V]) SetRoot(r MapRoot[K, V]) {
 	if !m.reuse.off {
-		m.reuse.stop()
+		m.reuse.stop(m.owner)
 	}
 	m.root, m.len, m.rootEpoch = r.slot, r.len, r.rootEpoch
 	m.owner.wrote()

@@ -26,6 +26,7 @@ func (m *Map[K, V]) SetRun(run []MapEntry[K, V]) {
 		return
 	}
 	ents := mapEntries(run)
+	m.reuse.noteRun(ents)
 	root, added, fresh := m.setRun(&m.root, m.owner.writable(m.rootEpoch), 0, ents)
 	m.len += added
 	m.setRoot(root, fresh)
@@ -89,5 +90,6 @@ func (m *Map[K, V]) setRun(s *mapSlot[K, V], writable bool, depth int, run []map
 			}
 		}
 	}
+	m.reuse.noteRun(merged)
 	return build(merged, depth, m.owner.epoch, false), len(merged) - len(old), true
 }

@@ -36,10 +36,14 @@ import (
 // that has not yet observed a concurrent Release only copies more than it
 // needs to; it never mutates a node a live capture can see.
 type Owner struct {
-	epoch  uint64        // E: writer-only
-	writes uint64        // mutations since creation: writer-only, detects View after a write
-	high   atomic.Uint64 // H: epoch of the newest live capture, 0 if none
-	low    atomic.Uint64 // epoch of the oldest live capture, 0 if none
+	epoch  uint64 // E: writer-only
+	writes uint64 // mutations since creation: writer-only, detects View after a write
+	// reuseBytes and waitingBytes are what the owner's maps keep ready for
+	// reuse and waiting for it, bounded by reuseBudget and waitingBudget
+	// (map_reuse.go). Writer-only.
+	reuseBytes, waitingBytes int
+	high                     atomic.Uint64 // H: epoch of the newest live capture, 0 if none
+	low                      atomic.Uint64 // epoch of the oldest live capture, 0 if none
 
 	mu   sync.Mutex
 	live []uint64 // epochs of live captures, ascending; guarded by mu
