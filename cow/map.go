@@ -39,7 +39,9 @@ func NewMap[K comparable, V any](owner *Owner, hash func(K) uint64, equal func(a
 	if owner == nil || hash == nil || equal == nil {
 		panic("cow: NewMap: owner, hash and equal must not be nil")
 	}
-	return &Map[K, V]{owner: owner, hash: hash, equal: equal}
+	m := &Map[K, V]{owner: owner, hash: hash, equal: equal}
+	m.reuse.init()
+	return m
 }
 
 // Equal is the equality of comparable values, for NewMap and NewTree.
@@ -358,12 +360,11 @@ func (m *Map[K, V]) ownBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 	if m.owner.writable(b.epoch) {
 		return b
 	}
-	c := m.copyBranch(b)
+	c := *b
 	c.epoch = m.owner.epoch
 	c.owned = 0 // the copy shares every leaf until it writes it
 	c.dirty, c.id, c.origin = 0, branchIDs.Add(1), b.id
-	m.retireBranch(b)
-	return c
+	return &c
 }
 
 // Clear removes every entry in O(1); captured versions keep theirs.

@@ -2,13 +2,14 @@ package cow
 
 import (
 	"cmp"
+	"reflect"
 	"slices"
 	"unsafe"
 )
 
-// Reuse of the nodes copy-on-write leaves behind.
+// Reuse of the leaves copy-on-write leaves behind.
 //
-// When the writer copies a node that a capture may see, the original leaves
+// When the writer copies a leaf that a capture may see, the original leaves
 // the live tree for good: only captures taken before that moment can reach
 // it. Once every such capture is released the original is garbage, and the
 // writer reuses its memory for its next copy instead of asking the
@@ -50,20 +51,57 @@ import (
 // is not stored leaves the stored root reaching the nodes the write
 // replaced. Such a map stops reusing for good; its copies go to the
 // allocator and what they replace to the collector.
+//
+// # Only leaves, only without pointers
+//
+// A retired node waits for the captures that may reach it, and the rule
+// of when it is free is conservative: a capture held long (a checkpoint's
+// base) keeps waiting every node retired after it, also those only short
+// captures taken since could reach. A waiting node keeps alive what it
+// points to. A branch points to 32 subtrees, old versions the collector
+// would otherwise have freed: reusing branches too held a third more live
+// heap in the demo (105 MB against 68-73). So only leaves are reused, and
+// only leaves whose entries hold no pointer (a scalar state's, the
+// benchmark's int64s), which keep nothing else alive. The leaves of an
+// array that SetRun cut into leaves are not reused either (noteRun).
 
-// nodeReuse holds one map's retired nodes: those waiting for the captures
+// nodeReuse holds one map's retired leaves: those waiting for the captures
 // that may reach them (in the order they were retired, so in epoch order),
 // and those ready to be written again. Writer goroutine only.
 type nodeReuse[K comparable, V any] struct {
-	waiting  []retiredNode
+	waiting  []retiredLeaf
 	head     int                             // waiting[:head] have been moved on
-	leaves   [reuseLeafCaps][]unsafe.Pointer // ready leaves by capacity
-	branches []*mapBranch[K, V]              // ready branches
-	nLeaves  int                             // ready leaves, all capacities
-	bytes    int                             // bytes of the ready nodes (counted in Owner.reuseBytes too)
-	waitingB int                             // bytes of the waiting nodes (counted in Owner.waitingBytes too)
+	ready    [reuseLeafCaps][]unsafe.Pointer // ready leaves by capacity
+	nReady   int                             // ready leaves, all capacities
+	bytes    int                             // bytes of the ready leaves (counted in Owner.reuseBytes too)
+	waitingB int                             // bytes of the waiting leaves (counted in Owner.waitingBytes too)
 	runs     []memRange                      // arrays SetRun made leaves of, by address
-	off      bool                            // a cursor: retire nothing (see above)
+	off      bool                            // no reuse: a cursor, or entries with pointers
+}
+
+// init turns reuse off for a map whose entries hold pointers.
+func (r *nodeReuse[K, V]) init() {
+	r.off = !pointerFree(reflect.TypeFor[mapEntry[K, V]]())
+}
+
+// pointerFree reports whether values of t hold no pointer.
+func pointerFree(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return true
+	case reflect.Array:
+		return t.Len() == 0 || pointerFree(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !pointerFree(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // stop turns reuse off for good and lets the collector have what it held.
@@ -73,7 +111,7 @@ func (r *nodeReuse[K, V]) stop(o *Owner) {
 	*r = nodeReuse[K, V]{off: true}
 }
 
-// forget lets the collector have the waiting nodes, when no capture is
+// forget lets the collector have the waiting leaves, when no capture is
 // live and all of them are garbage: with no capture, writes are in place
 // and make no copy that would take them up.
 func (r *nodeReuse[K, V]) forget(o *Owner) {
@@ -128,9 +166,9 @@ func (r *nodeReuse[K, V]) firstAbove(a uintptr) int {
 	return i
 }
 
-// retiredNode is a node that left the live tree in writer epoch epoch: a
-// leaf (its first entry and capacity) or a branch (c == branchMark).
-type retiredNode struct {
+// retiredLeaf is a leaf (its first entry and capacity) that left the live
+// tree in writer epoch epoch.
+type retiredLeaf struct {
 	p     unsafe.Pointer
 	c     int32
 	epoch uint64
@@ -138,102 +176,70 @@ type retiredNode struct {
 
 const (
 	// reuseLeafCaps bounds the capacity of the leaves kept for reuse:
-	// larger ones (collision leaves, leaves of a restore run) go to the
-	// collector.
+	// larger ones (collision leaves) go to the collector.
 	reuseLeafCaps = 2 * mapLeafMax
-	// reuseMaxPerCap and reuseMaxBranches bound what a map keeps ready: of
-	// each leaf capacity, and of branches. A capture every thousand writes
-	// at 1M entries retires about a thousand leaves (of a dozen
-	// capacities) and seven hundred branches per epoch, and needs as many.
-	// Each capacity has its own bound so that a surplus of one cannot crowd
-	// out another that runs short; a surplus goes to the collector. On top
-	// of these, a map keeps no more ready leaves than a sixteenth of its
-	// entries and no more branches than a 256th (a leaf holds 1.5 to 48
-	// entries, a branch covers at least 49): what waits for reuse stays
-	// small beside the map, however long surpluses build up.
-	reuseMaxPerCap   = 512
-	reuseMaxBranches = 2048
+	// reuseMaxPerCap bounds the leaves a map keeps ready of each
+	// capacity. A capture every thousand writes at 1M entries retires
+	// about a thousand leaves (of a dozen capacities) per epoch, and needs
+	// as many. Each capacity has its own bound so that a surplus of one
+	// cannot crowd out another that runs short; a surplus goes to the
+	// collector. On top of it, a map keeps no more ready leaves than a
+	// sixteenth of its entries (a leaf holds 1.5 to 48): what waits for
+	// reuse stays small beside the map.
+	reuseMaxPerCap = 512
 	// reusePromoteMax bounds the work of one promote: a copy retires one
-	// or two nodes, so the waiting list drains far faster than it fills.
+	// leaf, so the waiting list drains far faster than it fills.
 	reusePromoteMax = 256
-	// reuseBudget bounds the bytes all maps of one owner keep ready. Reuse
-	// pays because the memory a copy goes into is still in the CPU's
-	// caches; more ready memory than the caches hold is cold and only
-	// costs memory (the demo's resident memory grew by a third with
-	// per-map bounds alone, at the same speed).
-	reuseBudget = 4 << 20
-	// waitingBudget bounds the bytes of retired nodes all maps of one
-	// owner keep waiting. The rule of when a node is free is conservative:
-	// a capture held long (a checkpoint's base) keeps waiting every node
-	// retired after it, also those only short captures taken since could
-	// reach, which the collector would have freed. Past the budget a
-	// retired node is left to the collector.
+	// reuseBudget and waitingBudget bound the bytes all maps of one owner
+	// keep ready and waiting. Reuse pays because the memory a copy goes
+	// into is still in the CPU's caches; more than the caches hold is
+	// cold and only costs memory. Past the budget a leaf is left to the
+	// collector.
+	reuseBudget   = 4 << 20
 	waitingBudget = 4 << 20
 )
 
 // retireLeaf records that the leaf of slot s left the live tree now.
 func (m *Map[K, V]) retireLeaf(s mapSlot[K, V]) {
-	if s.n > 0 && s.c < reuseLeafCaps && !m.reuse.off && !m.reuse.inRun(uintptr(s.p)) {
-		m.wait(retiredNode{s.p, s.c, m.owner.epoch}, int(s.c)*int(unsafe.Sizeof(mapEntry[K, V]{})))
+	r, o := &m.reuse, m.owner
+	if s.n <= 0 || s.c >= reuseLeafCaps || r.off || r.inRun(uintptr(s.p)) {
+		return
 	}
-}
-
-// retireBranch records that branch b left the live tree now.
-func (m *Map[K, V]) retireBranch(b *mapBranch[K, V]) {
-	if !m.reuse.off {
-		m.wait(retiredNode{unsafe.Pointer(b), branchMark, m.owner.epoch}, int(unsafe.Sizeof(*b)))
-	}
-}
-
-// wait queues a retired node of nb bytes, unless the owner's waiting
-// budget is spent.
-func (m *Map[K, V]) wait(n retiredNode, nb int) {
-	o := m.owner
+	nb := int(s.c) * int(unsafe.Sizeof(mapEntry[K, V]{}))
 	if o.waitingBytes+nb > waitingBudget {
 		return
 	}
 	o.waitingBytes += nb
-	m.reuse.waitingB += nb
-	m.reuse.waiting = append(m.reuse.waiting, n)
+	r.waitingB += nb
+	r.waiting = append(r.waiting, retiredLeaf{s.p, s.c, o.epoch})
 }
 
-// promote moves up to reusePromoteMax of the retired nodes no live capture
-// can reach to the ready lists (or lets the collector have them): a backlog
-// left by a long-held capture drains over the next copies, not in one
-// pause. O(1) amortized per retired node.
+// promote moves up to reusePromoteMax of the retired leaves no live
+// capture can reach to the ready lists (or lets the collector have them):
+// a backlog left by a long-held capture drains over the next copies, not in
+// one pause. O(1) amortized per retired leaf.
 func (r *nodeReuse[K, V]) promote(o *Owner, size int) {
 	if r.head == len(r.waiting) {
 		return
 	}
 	oldest := o.oldestLive()
-	maxLeaves, maxBranches := size/16+4, min(reuseMaxBranches, size/256+4)
-	var entry mapEntry[K, V]
-	branchBytes, entryBytes := int(unsafe.Sizeof(mapBranch[K, V]{})), int(unsafe.Sizeof(entry))
+	maxReady := size/16 + 4
+	entryBytes := int(unsafe.Sizeof(mapEntry[K, V]{}))
 	for end := min(len(r.waiting), r.head+reusePromoteMax); r.head < end; {
 		n := r.waiting[r.head]
 		if oldest != 0 && n.epoch > oldest {
 			break
 		}
-		r.waiting[r.head] = retiredNode{}
+		r.waiting[r.head] = retiredLeaf{}
 		r.head++
-		nb := branchBytes
-		if n.c != branchMark {
-			nb = int(n.c) * entryBytes
-		}
+		nb := int(n.c) * entryBytes
 		r.waitingB -= nb
 		o.waitingBytes -= nb
-		switch {
-		case n.c == branchMark:
-			if len(r.branches) < maxBranches && o.reuseBytes+branchBytes <= reuseBudget {
-				r.branches = append(r.branches, (*mapBranch[K, V])(n.p))
-				r.bytes += branchBytes
-				o.reuseBytes += branchBytes
-			}
-		case len(r.leaves[n.c]) < reuseMaxPerCap && r.nLeaves < maxLeaves && o.reuseBytes+int(n.c)*entryBytes <= reuseBudget:
-			r.leaves[n.c] = append(r.leaves[n.c], n.p)
-			r.nLeaves++
-			r.bytes += int(n.c) * entryBytes
-			o.reuseBytes += int(n.c) * entryBytes
+		if len(r.ready[n.c]) < reuseMaxPerCap && r.nReady < maxReady && o.reuseBytes+nb <= reuseBudget {
+			r.ready[n.c] = append(r.ready[n.c], n.p)
+			r.nReady++
+			r.bytes += nb
+			o.reuseBytes += nb
 		}
 	}
 	if r.head == len(r.waiting) {
@@ -255,11 +261,11 @@ func (m *Map[K, V]) newLeaf(src []mapEntry[K, V], n, want int) []mapEntry[K, V] 
 	// to its size classes would (an eighth, above 512 bytes): reuse must
 	// not let capacities creep up.
 	for c := want; c <= min(want+want/8+1, reuseLeafCaps-1); c++ {
-		if k := len(r.leaves[c]); k > 0 {
-			p := r.leaves[c][k-1]
-			r.leaves[c][k-1] = nil
-			r.leaves[c] = r.leaves[c][:k-1]
-			r.nLeaves--
+		if k := len(r.ready[c]); k > 0 {
+			p := r.ready[c][k-1]
+			r.ready[c][k-1] = nil
+			r.ready[c] = r.ready[c][:k-1]
+			r.nReady--
 			nb := c * int(unsafe.Sizeof(mapEntry[K, V]{}))
 			r.bytes -= nb
 			m.owner.reuseBytes -= nb
@@ -273,23 +279,4 @@ func (m *Map[K, V]) newLeaf(src []mapEntry[K, V], n, want int) []mapEntry[K, V] 
 		return append([]mapEntry[K, V](nil), src...)[:n] // unzeroed: all of it is copied over
 	}
 	return append(make([]mapEntry[K, V], 0, want), src...)[:n]
-}
-
-// copyBranch returns a copy of b in retired memory when some is ready,
-// else in fresh memory.
-func (m *Map[K, V]) copyBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
-	r := &m.reuse
-	r.promote(m.owner, m.len)
-	if k := len(r.branches); k > 0 {
-		c := r.branches[k-1]
-		r.branches[k-1] = nil
-		r.branches = r.branches[:k-1]
-		nb := int(unsafe.Sizeof(*c))
-		r.bytes -= nb
-		m.owner.reuseBytes -= nb
-		*c = *b
-		return c
-	}
-	c := *b
-	return &c
 }
