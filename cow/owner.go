@@ -128,7 +128,7 @@ func (c *Capture) Owner() *Owner { return c.owner }
 func (c *Capture) Released() bool { return c.released.Load() }
 
 // Release gives the capture back: once no newer capture is live, the nodes
-// it pinned become writable in place again, and the nodes copies replaced
+// it pinned become writable in place again, and the leaves copies replaced
 // become memory the writer's next copies reuse once no older capture is
 // live. Views taken under it must not be read afterwards (their reads panic),
 // and a read in progress must have returned: call Release after the last
