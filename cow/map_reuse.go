@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 	"unsafe"
+
+	"github.com/cowstate/cowstate/internal/layout"
 )
 
 // Reuse of the leaves copy-on-write leaves behind.
@@ -80,27 +82,7 @@ type nodeReuse[K comparable, V any] struct {
 
 // init turns reuse off for a map whose entries hold pointers.
 func (r *nodeReuse[K, V]) init() {
-	r.off = !pointerFree(reflect.TypeFor[mapEntry[K, V]]())
-}
-
-// pointerFree reports whether values of t hold no pointer.
-func pointerFree(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
-		return true
-	case reflect.Array:
-		return t.Len() == 0 || pointerFree(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if !pointerFree(t.Field(i).Type) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
+	r.off = !layout.PointerFree(reflect.TypeFor[mapEntry[K, V]]())
 }
 
 // stop turns reuse off for good and lets the collector have what it held.

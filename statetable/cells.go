@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/cowstate/cowstate/cow"
+	"github.com/cowstate/cowstate/internal/layout"
 )
 
 // cells is the storage of one state: persistent maps (a cellMap, three by
@@ -140,35 +141,13 @@ func equalityFor[V any]() func(a, b V) bool {
 	switch {
 	case t.Kind() == reflect.String:
 		return func(a, b V) bool { return *(*string)(unsafe.Pointer(&a)) == *(*string)(unsafe.Pointer(&b)) }
-	case pointerFree(t):
+	case layout.PointerFree(t) && layout.Unpadded(t): // equal values, equal bytes
 		size := int(t.Size())
 		return func(a, b V) bool {
 			return unsafe.String((*byte)(unsafe.Pointer(&a)), size) == unsafe.String((*byte)(unsafe.Pointer(&b)), size)
 		}
 	}
 	return func(a, b V) bool { return false }
-}
-
-func pointerFree(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
-		return true
-	case reflect.Array:
-		return pointerFree(t.Elem())
-	case reflect.Struct:
-		var sum uintptr
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !pointerFree(f.Type) {
-				return false
-			}
-			sum += f.Type.Size()
-		}
-		return sum == t.Size() // padding bytes are not reliably equal
-	}
-	return false
 }
 
 // view returns the state's map as frozen by c.
