@@ -26,7 +26,7 @@ type Map[K comparable, V any] struct {
 	rootEpoch uint64
 	hash      func(K) uint64
 	equal     func(a, b V) bool
-	reuse     nodeReuse[K, V]
+	reuse     leafReuse[K, V]
 }
 
 // NewMap returns an empty map owned by owner (one Owner may be shared by many

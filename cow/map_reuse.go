@@ -66,10 +66,10 @@ import (
 // benchmark's int64s), which keep nothing else alive. The leaves of an
 // array that SetRun cut into leaves are not reused either (noteRun).
 
-// nodeReuse holds one map's retired leaves: those waiting for the captures
+// leafReuse holds one map's retired leaves: those waiting for the captures
 // that may reach them (in the order they were retired, so in epoch order),
 // and those ready to be written again. Writer goroutine only.
-type nodeReuse[K comparable, V any] struct {
+type leafReuse[K comparable, V any] struct {
 	waiting  []retiredLeaf
 	head     int                             // waiting[:head] have been moved on
 	ready    [reuseLeafCaps][]unsafe.Pointer // ready leaves by capacity
@@ -81,21 +81,21 @@ type nodeReuse[K comparable, V any] struct {
 }
 
 // init turns reuse off for a map whose entries hold pointers.
-func (r *nodeReuse[K, V]) init() {
+func (r *leafReuse[K, V]) init() {
 	r.off = !layout.PointerFree(reflect.TypeFor[mapEntry[K, V]]())
 }
 
 // stop turns reuse off for good and lets the collector have what it held.
-func (r *nodeReuse[K, V]) stop(o *Owner) {
+func (r *leafReuse[K, V]) stop(o *Owner) {
 	o.reuseBytes -= r.bytes
 	o.waitingBytes -= r.waitingB
-	*r = nodeReuse[K, V]{off: true}
+	*r = leafReuse[K, V]{off: true}
 }
 
 // forget lets the collector have the waiting leaves, when no capture is
 // live and all of them are garbage: with no capture, writes are in place
 // and make no copy that would take them up.
-func (r *nodeReuse[K, V]) forget(o *Owner) {
+func (r *leafReuse[K, V]) forget(o *Owner) {
 	o.waitingBytes -= r.waitingB
 	r.waiting, r.head, r.waitingB = nil, 0, 0
 }
@@ -107,12 +107,14 @@ type memRange struct{ lo, hi uintptr }
 
 // noteRun records that the leaves of ents (one array cut into leaves by
 // SetRun) must never be reused: reusing one piece as a new leaf would keep
-// the whole array alive for as long as that leaf lives. In the demo, which
-// restores from checkpoints, that held a fifth more resident memory.
-// Recorded ranges never overlap: a range the new one overlaps belonged to
+// the whole array (a restored key group's entries, say) alive for as long
+// as that leaf lives. (Measured on the demo, this alone made no visible
+// difference to its memory; it is kept because nothing else bounds what a
+// reused piece pins, and TestMap_RunLeavesNotReused checks it.) Recorded
+// ranges never overlap: a range the new one overlaps belonged to
 // an array the collector has freed since, and is dropped. O(log r + r) for
 // r ranges, once per SetRun.
-func (r *nodeReuse[K, V]) noteRun(ents []mapEntry[K, V]) {
+func (r *leafReuse[K, V]) noteRun(ents []mapEntry[K, V]) {
 	if r.off || cap(ents) == 0 {
 		return
 	}
@@ -121,7 +123,7 @@ func (r *nodeReuse[K, V]) noteRun(ents []mapEntry[K, V]) {
 }
 
 // addRun records mr, dropping the ranges it overlaps.
-func (r *nodeReuse[K, V]) addRun(mr memRange) {
+func (r *leafReuse[K, V]) addRun(mr memRange) {
 	i := r.firstAbove(mr.lo)
 	if i > 0 && r.runs[i-1].hi > mr.lo {
 		i-- // the range below reaches into the new one
@@ -136,13 +138,13 @@ func (r *nodeReuse[K, V]) addRun(mr memRange) {
 // inRun reports whether address a is inside an array noteRun recorded (or
 // one at the same addresses before it was freed: such a leaf is only not
 // reused). O(log r).
-func (r *nodeReuse[K, V]) inRun(a uintptr) bool {
+func (r *leafReuse[K, V]) inRun(a uintptr) bool {
 	i := r.firstAbove(a)
 	return i > 0 && a < r.runs[i-1].hi
 }
 
 // firstAbove returns the index of the first range starting above a.
-func (r *nodeReuse[K, V]) firstAbove(a uintptr) int {
+func (r *leafReuse[K, V]) firstAbove(a uintptr) int {
 	i, _ := slices.BinarySearchFunc(r.runs, a+1, func(m memRange, a uintptr) int { return cmp.Compare(m.lo, a) })
 	return i
 }
@@ -199,7 +201,7 @@ func (m *Map[K, V]) retireLeaf(s mapSlot[K, V]) {
 // capture can reach to the ready lists (or lets the collector have them):
 // a backlog left by a long-held capture drains over the next copies, not in
 // one pause. O(1) amortized per retired leaf.
-func (r *nodeReuse[K, V]) promote(o *Owner, size int) {
+func (r *leafReuse[K, V]) promote(o *Owner, size int) {
 	if r.head == len(r.waiting) {
 		return
 	}

@@ -41,12 +41,12 @@ func capturedEpochs(m *Map[int, int], model map[int]int, n, writes int, r *rand.
 	return epoch, func() *MapSnapshot[int, int] { return s }
 }
 
-// TestMap_ReusesRetiredNodes takes a capture every 200 overwrites and
+// TestMap_ReusesRetiredLeaves takes a capture every 200 overwrites and
 // releases the one before: after a warm-up the leaf copies go into the
 // leaves the released captures left behind, so of an epoch's 200 leaf and
 // 33 branch copies only the branches and the capture allocate. The live
 // map and the last capture keep their contents.
-func TestMap_ReusesRetiredNodes(t *testing.T) {
+func TestMap_ReusesRetiredLeaves(t *testing.T) {
 	const n = 20_000
 	m, model := identityMap(n)
 	epoch, last := capturedEpochs(m, model, n, 200, rand.New(rand.NewPCG(1, 2)))
@@ -127,7 +127,7 @@ func TestMap_ReuseStaysSmall(t *testing.T) {
 // inside and at the edges, and a new range dropping the stale ones it
 // overlaps.
 func TestNodeReuse_Runs(t *testing.T) {
-	var r nodeReuse[int, int]
+	var r leafReuse[int, int]
 	r.addRun(memRange{300, 400})
 	r.addRun(memRange{100, 200})
 	for a, want := range map[uintptr]bool{99: false, 100: true, 199: true, 200: false, 250: false, 300: true, 399: true, 400: false} {

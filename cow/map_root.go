@@ -19,7 +19,7 @@ type MapRoot[K comparable, V any] struct {
 }
 
 // Root returns the map's current version as a value. O(1). Writer goroutine
-// only. From then on the map is a cursor and no longer reuses the nodes its
+// only. From then on the map is a cursor and no longer reuses the leaves its
 // copies replace (see map_reuse.go).
 func (m *Map[K, V]) Root() MapRoot[K, V] {
 	if !m.reuse.off {

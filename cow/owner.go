@@ -73,7 +73,7 @@ func (o *Owner) LiveCaptures() int {
 
 // oldestLive returns the epoch of the oldest live capture, 0 if none. Safe
 // from any goroutine; the writer may observe a raised value late, which only
-// delays reuse (see nodeReuse). The load orders the releasing goroutine's
+// delays reuse (see leafReuse). The load orders the releasing goroutine's
 // reads of a capture before the writer's reuse of what it reached.
 func (o *Owner) oldestLive() uint64 { return o.low.Load() }
 
