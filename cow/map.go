@@ -95,7 +95,7 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 	if m.updateInPlace(h, k, v) {
 		return true
 	}
-	root, r, fresh := m.set(&m.root, m.owner.writable(m.rootEpoch), 0, h, k, v, keep)
+	root, r, fresh, _ := m.set(&m.root, m.owner.writable(m.rootEpoch), 0, h, k, v, keep)
 	switch r {
 	case unchanged:
 		return true
@@ -131,8 +131,9 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 	high := m.owner.high.Load()
 	s := &m.root
 	depth := 0
-	var parent *mapBranch[K, V] // the leaf's, when it must be copied
+	var parent *mapBranch[K, V] // the leaf's, with a capture live
 	parentSlot := 0
+	copyLeaf := false // the leaf is shared with a capture
 	if high == 0 {
 		if len(m.reuse.waiting) != 0 {
 			m.reuse.forget(m.owner) // all garbage with no capture live
@@ -152,13 +153,12 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 			}
 			i := slotAt(h, depth)
 			s = &b.kids[i]
-			// A kid branch's own epoch says whether it is writable (checked
-			// on the next turn); owned bits are kept for leaves only.
-			if s.n != branchMark && b.owned&(1<<i) == 0 {
-				parent, parentSlot = b, i
-			}
+			parent, parentSlot = b, i
 			depth++
 		}
+		// A kid branch's own epoch said whether it was writable (checked on
+		// the next turn); owned bits are kept for leaves only.
+		copyLeaf = parent != nil && parent.owned&(1<<parentSlot) == 0
 	}
 	if s.n <= 0 {
 		return false
@@ -176,13 +176,17 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 		if m.equal(e.val, v) {
 			return true
 		}
-		if parent != nil {
+		switch {
+		case copyLeaf:
 			old := parent.kids[parentSlot]
 			ents := m.newLeaf(unsafe.Slice((*mapEntry[K, V])(p), n), int(n), int(n))
 			ents[i].val = v
-			parent.setKid(parentSlot, leafSlot(ents), true)
+			parent.setKid(parentSlot, leafSlot(ents), true, editAt(int(i), int(n)))
 			m.retireLeaf(old)
-		} else {
+		case parent != nil:
+			e.val = v
+			parent.narrow(parentSlot, editAt(int(i), int(n)))
+		default:
 			e.val = v
 		}
 		m.owner.wrote()
@@ -203,36 +207,41 @@ func (m *Map[K, V]) setRoot(root mapSlot[K, V], fresh bool) {
 // set writes k=v below s and returns the new value of the slot and what
 // changed. writable says whether the leaf at s (if s is a leaf) may be
 // written in place; fresh says whether the returned leaf may be (the parent
-// records it in its owned bitmap). Copies are made on the way back up, only
-// when something below changed, so a no-op write keeps every node.
-func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k K, v V, keep func(K) K) (_ mapSlot[K, V], _ writeResult, fresh bool) {
+// records it in its owned bitmap); edit what the write did to the leaf.
+// Copies are made on the way back up, only when something below changed, so
+// a no-op write keeps every node.
+func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k K, v V, keep func(K) K) (_ mapSlot[K, V], _ writeResult, fresh bool, edit leafEdit) {
 	if b := s.branch(); b != nil {
 		i := slotAt(h, depth)
 		kidWritable := b.owned&(1<<i) != 0 && m.owner.writable(b.epoch)
-		kid, r, kidFresh := m.set(&b.kids[i], kidWritable, depth+1, h, k, v, keep)
-		if r == unchanged || (r == updated && kidWritable && kid == b.kids[i]) {
-			return *s, r, false // nothing changed here, or the leaf was written in place
+		kid, r, kidFresh, kidEdit := m.set(&b.kids[i], kidWritable, depth+1, h, k, v, keep)
+		if r == unchanged {
+			return *s, r, false, rebuilt
+		}
+		if r == updated && kidWritable && kid == b.kids[i] {
+			b.narrow(i, kidEdit) // the leaf was written in place
+			return *s, r, false, rebuilt
 		}
 		b = m.ownBranch(b)
-		b.setKid(i, kid, kidFresh)
+		b.setKid(i, kid, kidFresh, kidEdit)
 		if r == inserted {
 			b.count++
 		}
-		return branchSlot(b), r, false
+		return branchSlot(b), r, false, rebuilt
 	}
 	ents := s.ents()
 	writable = writable && ents != nil
 	i, found := findEntry(ents, h, k, depth)
 	if found {
 		if m.equal(ents[i].val, v) {
-			return *s, unchanged, false
+			return *s, unchanged, false, rebuilt
 		}
 		if !writable {
 			ents = m.newLeaf(ents, len(ents), len(ents))
 			m.retireLeaf(*s)
 		}
 		ents[i].val = v
-		return leafSlot(ents), updated, true
+		return leafSlot(ents), updated, true, editAt(i, len(ents))
 	}
 	if keep != nil {
 		k = keep(k)
@@ -245,7 +254,7 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 		copy(split, ents[:i])
 		split[i] = e
 		copy(split[i+1:], ents[i:])
-		return buildSlot(split, depth, m.owner.epoch), inserted, true
+		return buildSlot(split, depth, m.owner.epoch), inserted, true, rebuilt
 	case writable && n < cap(ents):
 		ents = ents[:n+1] // in place, in the spare capacity
 	case writable:
@@ -257,14 +266,15 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 	}
 	copy(ents[i+1:], ents[i:n])
 	ents[i] = e
-	return leafSlot(ents), inserted, true
+	return leafSlot(ents), inserted, true, editAt(i, n+1)
 }
 
-// setKid stores kid in slot i of a writable branch and records whether the
-// writer owns it.
-func (b *mapBranch[K, V]) setKid(i int, kid mapSlot[K, V], fresh bool) {
+// setKid stores kid in slot i of a writable branch, records whether the
+// writer owns it, and what the write changed of the slot's leaf (edit).
+func (b *mapBranch[K, V]) setKid(i int, kid mapSlot[K, V], fresh bool, edit leafEdit) {
 	b.kids[i] = kid
 	b.dirty |= 1 << i
+	b.narrow(i, edit)
 	if fresh && kid.isLeaf() {
 		b.owned |= 1 << i
 	} else {
@@ -280,7 +290,7 @@ func (m *Map[K, V]) Delete(k K) (old V, deleted bool) {
 
 // DeleteHashed is Delete for a caller that already has h, the hash of k.
 func (m *Map[K, V]) DeleteHashed(h uint64, k K) (old V, deleted bool) {
-	root, old, ok, fresh := m.del(&m.root, m.owner.writable(m.rootEpoch), 0, h, k)
+	root, old, ok, fresh, _ := m.del(&m.root, m.owner.writable(m.rootEpoch), 0, h, k)
 	if !ok {
 		return old, false
 	}
@@ -291,15 +301,15 @@ func (m *Map[K, V]) DeleteHashed(h uint64, k K) (old V, deleted bool) {
 }
 
 // del removes k below s and returns the new value of the slot, the removed
-// value, whether k was present and whether the returned leaf is the
-// writer's (writable and fresh as for set).
-func (m *Map[K, V]) del(s *mapSlot[K, V], writable bool, depth int, h uint64, k K) (_ mapSlot[K, V], old V, found, fresh bool) {
+// value, whether k was present, whether the returned leaf is the writer's
+// and what the delete did to it (writable, fresh and edit as for set).
+func (m *Map[K, V]) del(s *mapSlot[K, V], writable bool, depth int, h uint64, k K) (_ mapSlot[K, V], old V, found, fresh bool, edit leafEdit) {
 	if b := s.branch(); b != nil {
 		i := slotAt(h, depth)
 		kidWritable := b.owned&(1<<i) != 0 && m.owner.writable(b.epoch)
-		kid, old, found, kidFresh := m.del(&b.kids[i], kidWritable, depth+1, h, k)
+		kid, old, found, kidFresh, kidEdit := m.del(&b.kids[i], kidWritable, depth+1, h, k)
 		if !found {
-			return *s, old, false, false
+			return *s, old, false, false, rebuilt
 		}
 		if b.count-1 <= mapLeafMax {
 			// The subtree shrank to one leaf's worth: every kid is a leaf
@@ -312,32 +322,34 @@ func (m *Map[K, V]) del(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 					ents = append(ents, b.kids[j].ents()...)
 				}
 			}
-			return leafSlot(ents), old, true, true
+			return leafSlot(ents), old, true, true, rebuilt
 		}
 		b = m.ownBranch(b)
-		b.setKid(i, kid, kidFresh)
+		b.setKid(i, kid, kidFresh, kidEdit)
 		b.count--
-		return branchSlot(b), old, true, false
+		return branchSlot(b), old, true, false, rebuilt
 	}
 	ents := s.ents()
 	i, found := findEntry(ents, h, k, depth)
 	if !found {
-		return *s, old, false, false
+		return *s, old, false, false, rebuilt
 	}
 	old = ents[i].val
 	n := len(ents)
 	if n == 1 {
-		return mapSlot[K, V]{}, old, true, false
+		return mapSlot[K, V]{}, old, true, false, rebuilt
 	}
+	// The entries after i keep their distance from the end: n-1-i of them.
+	edit = leafEdit{i, n - 1 - i}
 	if !writable {
 		rest := m.newLeaf(ents[:i], n-1, n-1)
 		copy(rest[i:], ents[i+1:])
 		m.retireLeaf(*s)
-		return leafSlot(rest), old, true, true
+		return leafSlot(rest), old, true, true, edit
 	}
 	copy(ents[i:], ents[i+1:])
 	ents[n-1] = mapEntry[K, V]{} // let the collector have what it held
-	return leafSlot(ents[:n-1]), old, true, true
+	return leafSlot(ents[:n-1]), old, true, true, edit
 }
 
 // ownBranch returns b if the writer may mutate it, else a copy stamped with
@@ -350,6 +362,7 @@ func (m *Map[K, V]) ownBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 	c.epoch = m.owner.epoch
 	c.owned = 0 // the copy shares every leaf until it writes it
 	c.dirty, c.id, c.origin = 0, branchIDs.Add(1), b.id
+	c.same = allSame
 	return &c
 }
 

@@ -39,6 +39,9 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64) erro
 		if b.count <= mapLeafMax {
 			return fmt.Errorf("%w: branch at depth %d has %d entries, should be a leaf", ErrInvariant, depth, b.count)
 		}
+		if b.origin == 0 && b.same != ([mapFanout]leafSame{}) {
+			return fmt.Errorf("%w: branch at depth %d is no copy but bounds what its leaves share with an original", ErrInvariant, depth)
+		}
 		sum := 0
 		for i := range b.kids {
 			if b.owned&(1<<i) != 0 && !b.kids[i].isLeaf() {

@@ -16,9 +16,11 @@ import (
 //
 // Cost: subtrees the two versions share by pointer are skipped whole, and the
 // canonical shape means equal key ranges line up node for node, so for two
-// versions of one map k writes apart the cost is O(k * (depth*mapFanout +
-// mapLeafMax)), independent of the size. Unrelated maps (built with the same
-// hash function) diff correctly, only slower: O(size).
+// versions of one map k writes apart the cost is O(k * depth), independent
+// of the size: of a branch and its copy only the slots written since the
+// copy are read, and of a leaf and its copy only the entries between those
+// written (leafSame). Unrelated maps (built with the same hash function)
+// diff correctly, only slower: O(size).
 //
 // Both snapshots must stay live during the iteration (reads panic otherwise).
 // Safe from any goroutine.
@@ -42,6 +44,7 @@ type mapDiff[K comparable, V any] struct {
 	yield   func(Change[K, V]) bool
 	check   func()
 	visited int // node pairs compared (tests assert the cost with it)
+	entered int // leaf entries handed to entries (likewise)
 	stopped bool
 }
 
@@ -169,10 +172,17 @@ func (d *mapDiff[K, V]) walk(bufs *diffBufs, items []diffPair, level int) bool {
 		} else {
 			d.visited++
 			ba, bb := slotOf[K, V](&p.a).branch(), slotOf[K, V](&p.b).branch()
-			for k := range candidates(ba, bb) {
-				if !ba.kids[k].same(&bb.kids[k]) {
-					next = append(next, diffPair{rawSlot(&ba.kids[k]), rawSlot(&bb.kids[k])})
+			mask, same := candidates(ba, bb)
+			for m := mask; m != 0; m &= m - 1 {
+				k := bits.TrailingZeros32(m)
+				if ba.kids[k].same(&bb.kids[k]) {
+					continue
 				}
+				kid := diffPair{rawSlot(&ba.kids[k]), rawSlot(&bb.kids[k])}
+				if same != nil && kid.a.n > 0 && kid.b.n > 0 && !narrowLeaves[K, V](&kid, same[k]) {
+					continue
+				}
+				next = append(next, kid)
 			}
 		}
 		if len(next) > diffChunk-mapFanout && i+1 < len(items) {
@@ -207,24 +217,37 @@ func (d *mapDiff[K, V]) leaves(items []diffPair) bool {
 	return true
 }
 
-// candidates yields, in order, the slots of two branches at one place that
-// may differ: when one is a copy of the other, only the slots written since
-// the copy (reading two or three cache lines instead of eighteen); else all.
-func candidates[K comparable, V any](a, b *mapBranch[K, V]) func(func(int) bool) {
-	mask := ^uint32(0)
+// candidates returns the slots of two branches at one place that may
+// differ: when one is a copy of the other, only the slots written since the
+// copy (reading two or three cache lines instead of eighteen), with the
+// copy's bounds on what its leaves share with the original's (see
+// leafSame); else all slots, and no bounds.
+func candidates[K comparable, V any](a, b *mapBranch[K, V]) (uint32, *[mapFanout]leafSame) {
 	switch {
 	case b.origin == a.id:
-		mask = b.dirty
+		return b.dirty, &b.same
 	case a.origin == b.id:
-		mask = a.dirty
+		return a.dirty, &a.same
 	}
-	return func(yield func(int) bool) {
-		for m := mask; m != 0; m &= m - 1 {
-			if !yield(bits.TrailingZeros32(m)) {
-				return
-			}
-		}
+	return ^uint32(0), nil
+}
+
+// narrowLeaves cuts from a pair of leaves the leading and trailing entries
+// that s says the two share, so the diff reads only what lies between:
+// typically one entry of each instead of every entry of both, which at 10M
+// entries is most of the cache lines a change costs. It reports whether
+// anything is left to compare.
+func narrowLeaves[K comparable, V any](p *diffPair, s leafSame) bool {
+	n := min(p.a.n, p.b.n)
+	pre := min(int32(s.prefix), n)
+	suf := min(int32(s.suffix), n-pre)
+	size := unsafe.Sizeof(mapEntry[K, V]{})
+	for _, x := range [2]*diffSlot{&p.a, &p.b} {
+		x.p += uintptr(pre) * size
+		x.n -= pre + suf
+		x.c = x.n
 	}
+	return p.a.n > 0 || p.b.n > 0
 }
 
 // touchSink keeps the loads of the touches from being optimized away.
@@ -274,6 +297,7 @@ func touchLines(p, size uintptr) uint64 {
 // words (an entry whose bits did not change did not change), instead of
 // comparing every entry and calling equal on its value.
 func (d *mapDiff[K, V]) entries(x, y []mapEntry[K, V]) bool {
+	d.entered += len(x) + len(y)
 	p := samePrefix(x, y)
 	x, y = x[p:], y[p:]
 	q := sameSuffix(x, y)

@@ -1,6 +1,8 @@
 package cow
 
 import (
+	"cmp"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -38,4 +40,51 @@ func TestSamePrefixSuffix(t *testing.T) {
 			t.Fatalf("sameSuffix = %d, want %d", got, wantSuf)
 		}
 	})
+}
+
+// TestMap_DiffReadsWhatWasWritten checks that a diff of two versions of a
+// map with big leaves compares only the entries written between them, not
+// the whole leaves (leafSame): for one update, insert or delete, one entry
+// of one or both leaves; for two writes to one leaf in one epoch (the second
+// in place), the entries between them.
+func TestMap_DiffReadsWhatWasWritten(t *testing.T) {
+	const n = 1000 // 32 leaves of about 31 entries under the root
+	m := NewMap(NewOwner(), hashInt, Equal[int])
+	for i := range n {
+		m.Set(i, i)
+	}
+	// Keys of one leaf, in hash order.
+	var leaf []int
+	for i := range n {
+		if slotAt(hashInt(i), 0) == slotAt(hashInt(0), 0) {
+			leaf = append(leaf, i)
+		}
+	}
+	slices.SortFunc(leaf, func(a, b int) int { return cmp.Compare(hashInt(a), hashInt(b)) })
+	if len(leaf) < 20 {
+		t.Fatalf("leaf of %d entries; the test wants a big one", len(leaf))
+	}
+	mid := leaf[len(leaf)/2]
+	for _, tc := range []struct {
+		name  string
+		write func()
+		most  int // entries the diff may compare
+	}{
+		{"update", func() { m.Set(mid, -1) }, 2},
+		{"delete", func() { m.Delete(mid) }, 1},
+		{"insert", func() { m.Set(mid, 7) }, 1},
+		{"two updates in one epoch", func() { m.Set(leaf[3], -2); m.Set(leaf[6], -3) }, 8},
+		{"update then delete in one epoch", func() { m.Set(leaf[9], -4); m.Delete(leaf[4]) }, 12},
+	} {
+		a := m.Snapshot()
+		tc.write()
+		b := m.Snapshot()
+		d := mapDiff[int, int]{equal: Equal[int], yield: func(Change[int, int]) bool { return true }, check: func() {}}
+		d.slots(&a.root, &b.root, 0)
+		if d.entered == 0 || d.entered > tc.most {
+			t.Errorf("%s: the diff compared %d entries, want 1 to %d", tc.name, d.entered, tc.most)
+		}
+		a.Release()
+		b.Release()
+	}
 }

@@ -81,6 +81,52 @@ type mapBranch[K comparable, V any] struct {
 	id     uint64
 	origin uint64 // id of the branch this one is a copy of; 0 if none
 	kids   [mapFanout]mapSlot[K, V]
+	same   [mapFanout]leafSame // kept in a copy only (origin != 0)
+}
+
+// leafSame bounds from below how many leading (prefix) and trailing
+// (suffix) entries of the leaf in one slot of a copied branch are, bit for
+// bit, entries of the leaf in the same slot of the original: a diff of the
+// original against the copy compares only what lies between, typically one
+// entry of each leaf instead of all of both. Saturated at 255.
+//
+// A copy starts with every bound at 255 (its slots are the original's), and
+// every later write of the slot or of the leaf in it lowers them by what
+// that write touched (narrow); a write that replaces a leaf wholesale lowers
+// them to 0. Writes made while no capture is live are not recorded (the
+// lookup's fast path reads no branch): the original is then in no live
+// capture, so no diff can pair it with the copy again.
+type leafSame struct{ prefix, suffix uint8 }
+
+// allSame is a fresh copy's bounds.
+var allSame = func() (s [mapFanout]leafSame) {
+	for i := range s {
+		s[i] = leafSame{255, 255}
+	}
+	return s
+}()
+
+// leafEdit says what one write did to a leaf: how many leading and trailing
+// entries of the new leaf are untouched entries of the old one.
+type leafEdit struct{ prefix, suffix int }
+
+// rebuilt is the edit of a write that may have changed any entry (or left
+// no leaf).
+var rebuilt leafEdit
+
+// editAt is the edit of a write of entry i of a leaf that holds n entries
+// after the write: an update in place, an insert at i or (with i the
+// removed entry's position) a delete.
+func editAt(i, n int) leafEdit { return leafEdit{i, n - 1 - i} }
+
+// narrow lowers the bounds of slot i by e, in a copy.
+func (b *mapBranch[K, V]) narrow(i int, e leafEdit) {
+	if b.origin == 0 {
+		return
+	}
+	s := &b.same[i]
+	s.prefix = uint8(min(int(s.prefix), e.prefix))
+	s.suffix = uint8(min(int(s.suffix), e.suffix))
 }
 
 // branchIDs numbers branches; ids must be unique across maps, since

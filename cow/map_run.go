@@ -56,7 +56,7 @@ func (m *Map[K, V]) setRun(s *mapSlot[K, V], writable bool, depth int, run []map
 			}
 			kidWritable := b.owned&(1<<k) != 0 && m.owner.writable(b.epoch)
 			kid, n, kidFresh := m.setRun(&b.kids[k], kidWritable, depth+1, run[i:j])
-			b.setKid(k, kid, kidFresh)
+			b.setKid(k, kid, kidFresh, rebuilt)
 			b.count += n
 			added += n
 			i = j
