@@ -185,9 +185,11 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 			m.retireLeaf(old)
 		case parent != nil:
 			e.val = v
+			// With a capture live, a copy's bounds on what its leaves
+			// share with the original must hear of every write (leafSame).
 			parent.narrow(parentSlot, editAt(int(i), int(n)))
 		default:
-			e.val = v
+			e.val = v // no capture live: no diff can need the bounds
 		}
 		m.owner.wrote()
 		m.verify("Set")
