@@ -93,8 +93,8 @@ type mapBranch[K comparable, V any] struct {
 // A copy starts with every bound at 255 (its slots are the original's), and
 // every later write of the slot or of the leaf in it lowers them by what
 // that write touched (narrow); a write that replaces a leaf wholesale lowers
-// them to 0. Writes made while no capture is live are not recorded (the
-// lookup's fast path reads no branch): the original is then in no live
+// them to 0. Writes made while no capture is live are not recorded (a put's
+// fast path then reads no branch header): the original is then in no live
 // capture, so no diff can pair it with the copy again.
 type leafSame struct{ prefix, suffix uint8 }
 
@@ -114,9 +114,10 @@ type leafEdit struct{ prefix, suffix int }
 // no leaf).
 var rebuilt leafEdit
 
-// editAt is the edit of a write of entry i of a leaf that holds n entries
-// after the write: an update in place, an insert at i or (with i the
-// removed entry's position) a delete.
+// editAt is the edit of a write that updates or inserts entry i of a leaf
+// holding n entries after the write. (A delete of entry i leaves i leading
+// and n-1-i trailing entries of the n before it untouched: del makes its
+// own.)
 func editAt(i, n int) leafEdit { return leafEdit{i, n - 1 - i} }
 
 // narrow lowers the bounds of slot i by e, in a copy.
