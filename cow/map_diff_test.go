@@ -2,6 +2,8 @@ package cow
 
 import (
 	"cmp"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -86,5 +88,45 @@ func TestMap_DiffReadsWhatWasWritten(t *testing.T) {
 		}
 		a.Release()
 		b.Release()
+	}
+}
+
+// TestMap_DiffChainBothWays diffs versions of a map each a few writes from
+// the last, every one a copy with its own bounds (leafSame) on what it
+// shares with the version before, forwards and backwards and across the
+// chain: backwards, the bounds to use are the older version's, the copy's.
+func TestMap_DiffChainBothWays(t *testing.T) {
+	const n = 1000 // leaves of about 31 entries
+	m := NewMap(NewOwner(), hashInt, Equal[int])
+	model := map[int]int{}
+	for i := range n {
+		m.Set(i, i)
+		model[i] = i
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	var snaps []*MapSnapshot[int, int]
+	var models []map[int]int
+	for range 6 {
+		snaps = append(snaps, m.Snapshot())
+		models = append(models, maps.Clone(model))
+		for range 40 { // about one write per leaf, at different places
+			k := r.IntN(n + n/10)
+			if r.IntN(5) == 0 {
+				m.Delete(k)
+				delete(model, k)
+			} else {
+				v := r.IntN(1000)
+				m.Set(k, v)
+				model[k] = v
+			}
+		}
+	}
+	for i := range snaps {
+		for j := range snaps {
+			got := slices.Collect(DiffMaps(snaps[i], snaps[j]))
+			if want := wantChanges(models[i], models[j], hashInt); !slices.Equal(got, want) {
+				t.Fatalf("diff of version %d against %d: %d changes, want %d (or not in the same order)", i, j, len(got), len(want))
+			}
+		}
 	}
 }
