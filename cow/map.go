@@ -187,7 +187,7 @@ func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 			e.val = v
 			// With a capture live, a copy's bounds on what its leaves
 			// share with the original must hear of every write (leafSame).
-			parent.narrow(parentSlot, editAt(int(i), int(n)))
+			parent.narrow(parentSlot, editAt(int(i), int(n)), false)
 		default:
 			e.val = v // no capture live: no diff can need the bounds
 		}
@@ -221,7 +221,7 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 			return *s, r, false, rebuilt
 		}
 		if r == updated && kidWritable && kid == b.kids[i] {
-			b.narrow(i, kidEdit) // the leaf was written in place
+			b.narrow(i, kidEdit, false) // the leaf was written in place
 			return *s, r, false, rebuilt
 		}
 		b = m.ownBranch(b)
@@ -274,9 +274,9 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 // setKid stores kid in slot i of a writable branch, records whether the
 // writer owns it, and what the write changed of the slot's leaf (edit).
 func (b *mapBranch[K, V]) setKid(i int, kid mapSlot[K, V], fresh bool, edit leafEdit) {
+	b.narrow(i, edit, b.dirty&(1<<i) == 0)
 	b.kids[i] = kid
 	b.dirty |= 1 << i
-	b.narrow(i, edit)
 	if fresh && kid.isLeaf() {
 		b.owned |= 1 << i
 	} else {
@@ -364,7 +364,7 @@ func (m *Map[K, V]) ownBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 	c.epoch = m.owner.epoch
 	c.owned = 0 // the copy shares every leaf until it writes it
 	c.dirty, c.id, c.origin = 0, branchIDs.Add(1), b.id
-	c.same = allSame
+	c.same = [leafSameMax]leafSame{}
 	return &c
 }
 

@@ -172,14 +172,14 @@ func (d *mapDiff[K, V]) walk(bufs *diffBufs, items []diffPair, level int) bool {
 		} else {
 			d.visited++
 			ba, bb := slotOf[K, V](&p.a).branch(), slotOf[K, V](&p.b).branch()
-			mask, same := candidates(ba, bb)
+			mask, copied := candidates(ba, bb)
 			for m := mask; m != 0; m &= m - 1 {
 				k := bits.TrailingZeros32(m)
 				if ba.kids[k].same(&bb.kids[k]) {
 					continue
 				}
 				kid := diffPair{rawSlot(&ba.kids[k]), rawSlot(&bb.kids[k])}
-				if same != nil && kid.a.n > 0 && kid.b.n > 0 && !narrowLeaves[K, V](&kid, same[k]) {
+				if copied != nil && kid.a.n > 0 && kid.b.n > 0 && !narrowLeaves[K, V](&kid, copied.sameAt(k)) {
 					continue
 				}
 				next = append(next, kid)
@@ -219,15 +219,15 @@ func (d *mapDiff[K, V]) leaves(items []diffPair) bool {
 
 // candidates returns the slots of two branches at one place that may
 // differ: when one is a copy of the other, only the slots written since the
-// copy (reading two or three cache lines instead of eighteen), with the
-// copy's bounds on what its leaves share with the original's (see
-// leafSame); else all slots, and no bounds.
-func candidates[K comparable, V any](a, b *mapBranch[K, V]) (uint32, *[mapFanout]leafSame) {
+// copy (reading two or three cache lines instead of eighteen), and the
+// copy, whose bounds say what its leaves share with the original's (see
+// leafSame); else all slots, and no copy.
+func candidates[K comparable, V any](a, b *mapBranch[K, V]) (uint32, *mapBranch[K, V]) {
 	switch {
 	case b.origin == a.id:
-		return b.dirty, &b.same
+		return b.dirty, b
 	case a.origin == b.id:
-		return a.dirty, &a.same
+		return a.dirty, a
 	}
 	return ^uint32(0), nil
 }

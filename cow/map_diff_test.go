@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -128,5 +129,13 @@ func TestMap_DiffChainBothWays(t *testing.T) {
 				t.Fatalf("diff of version %d against %d: %d changes, want %d (or not in the same order)", i, j, len(got), len(want))
 			}
 		}
+	}
+}
+
+// TestMapBranchSize keeps a branch in its size class: the room leafSame
+// takes is what the class had left (see leafSameMax).
+func TestMapBranchSize(t *testing.T) {
+	if got := unsafe.Sizeof(mapBranch[int64, int64]{}); got+8 > 576 {
+		t.Fatalf("a branch is %d bytes, and its allocation with the 8-byte header %d, over the 576-byte size class", got, got+8)
 	}
 }

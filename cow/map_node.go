@@ -81,30 +81,33 @@ type mapBranch[K comparable, V any] struct {
 	id     uint64
 	origin uint64 // id of the branch this one is a copy of; 0 if none
 	kids   [mapFanout]mapSlot[K, V]
-	same   [mapFanout]leafSame // kept in a copy only (origin != 0)
+	same   [leafSameMax]leafSame // kept in a copy only (origin != 0)
 }
 
 // leafSame bounds from below how many leading (prefix) and trailing
-// (suffix) entries of the leaf in one slot of a copied branch are, bit for
-// bit, entries of the leaf in the same slot of the original: a diff of the
-// original against the copy compares only what lies between, typically one
-// entry of each leaf instead of all of both. Saturated at 255.
+// (suffix) entries of the leaf in slot slot-1 of a copied branch are, bit
+// for bit, entries of the leaf in the same slot of the original: a diff of
+// the original against the copy compares only what lies between, typically
+// one entry of each leaf instead of all of both. Bounds saturate at 255;
+// slot 0 marks an unused record.
 //
-// A copy starts with every bound at 255 (its slots are the original's), and
-// every later write of the slot or of the leaf in it lowers them by what
-// that write touched (narrow); a write that replaces a leaf wholesale lowers
-// them to 0. Writes made while no capture is live are not recorded (a put's
-// fast path then reads no branch header): the original is then in no live
-// capture, so no diff can pair it with the copy again.
-type leafSame struct{ prefix, suffix uint8 }
+// A copy has room for the bounds of leafSameMax slots, kept for the first
+// slots it writes; a written slot with no record has bounds 0 (the diff
+// compares its leaves whole). The record is made when the slot is first
+// written, with what that write touched (narrow), and every later write of
+// the slot or of its leaf lowers it; a write that replaces a leaf wholesale
+// lowers it to 0. Writes made while no capture is live are not recorded (a
+// put's fast path then reads no branch header): the original is then in no
+// live capture, so no diff can pair it with the copy again.
+type leafSame struct{ slot, prefix, suffix uint8 }
 
-// allSame is a fresh copy's bounds.
-var allSame = func() (s [mapFanout]leafSame) {
-	for i := range s {
-		s[i] = leafSame{255, 255}
-	}
-	return s
-}()
+// leafSameMax is how many slots a copy keeps bounds for: what fits in the
+// room its size class leaves. A branch is 552 bytes without them, and the
+// allocator puts an 8-byte header before an object of more than 512 bytes
+// that holds pointers: 567 bytes and the header are the 576-byte class;
+// one more record would make it 640. A checkpoint interval of a few writes
+// per branch stays within.
+const leafSameMax = 5
 
 // leafEdit says what one write did to a leaf: how many leading and trailing
 // entries of the new leaf are untouched entries of the old one.
@@ -120,14 +123,40 @@ var rebuilt leafEdit
 // own.)
 func editAt(i, n int) leafEdit { return leafEdit{i, n - 1 - i} }
 
-// narrow lowers the bounds of slot i by e, in a copy.
-func (b *mapBranch[K, V]) narrow(i int, e leafEdit) {
+// narrow records edit e of slot i in a copy: it lowers the slot's bounds,
+// or when first says the slot is written for the first time since the copy,
+// makes its record (if there is room).
+func (b *mapBranch[K, V]) narrow(i int, e leafEdit, first bool) {
 	if b.origin == 0 {
 		return
 	}
-	s := &b.same[i]
-	s.prefix = uint8(min(int(s.prefix), e.prefix))
-	s.suffix = uint8(min(int(s.suffix), e.suffix))
+	for j := range b.same {
+		s := &b.same[j]
+		switch int(s.slot) {
+		case i + 1:
+			s.prefix = uint8(min(int(s.prefix), e.prefix))
+			s.suffix = uint8(min(int(s.suffix), e.suffix))
+			return
+		case 0:
+			if first {
+				*s = leafSame{uint8(i + 1), uint8(min(255, e.prefix)), uint8(min(255, e.suffix))}
+			}
+			return
+		}
+	}
+}
+
+// sameAt returns the bounds of slot i of a copy (0 and 0 without a record).
+func (b *mapBranch[K, V]) sameAt(i int) leafSame {
+	for _, s := range b.same {
+		if int(s.slot) == i+1 {
+			return s
+		}
+		if s.slot == 0 {
+			break
+		}
+	}
+	return leafSame{}
 }
 
 // branchIDs numbers branches; ids must be unique across maps, since
