@@ -138,7 +138,9 @@ func (b *mapBranch[K, V]) narrow(i int, e leafEdit, first bool) {
 			s.suffix = uint8(min(int(s.suffix), e.suffix))
 			return
 		case 0:
-			if first {
+			// No record means bounds 0: a first write that leaves nothing
+			// to bound (a rewrite, a branch) spends none.
+			if first && e != rebuilt {
 				*s = leafSame{uint8(i + 1), uint8(min(255, e.prefix)), uint8(min(255, e.suffix))}
 			}
 			return
