@@ -221,8 +221,11 @@ func BenchmarkDiff(b *testing.B) {
 // settle readies a benchmark that runs few iterations (the diffs run 20
 // in the targets tool): it collects the garbage of the setup, whose
 // concurrent marking of a multi-GB heap would otherwise run during the
-// timed loop, and runs op once, so the loop measures the steady state a
-// checkpointing process sees rather than first-use costs.
+// timed loop, and runs op once, so the loop does not measure first-use
+// costs. The collection itself evicts the caches: at 10M entries the diffs
+// after it take about ten runs to fall from 250-750 µs to their steady
+// 70-100 µs (at 100K, one), so 20 timed runs carry part of that recovery,
+// as a checkpoint that follows a collection does.
 func settle(op func()) {
 	runtime.GC()
 	op()
