@@ -173,8 +173,12 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 }
 
 func runMapMachine(t *rapid.T, hash func(int) uint64) {
+	m := newIntMap(hash)
+	if rapid.Bool().Draw(t, "bytewise") { // nil equal: BytesEqual, compared inline
+		m = NewMap[int, int](NewOwner(), hash, nil)
+	}
 	mm := &mapMachine{
-		m:     newIntMap(hash),
+		m:     m,
 		model: map[int]int{},
 		keys:  rapid.IntRange(0, rapid.SampledFrom([]int{50, 500, 3000}).Draw(t, "keyspace")),
 	}

@@ -44,7 +44,9 @@ type treeVersion[K, V any] struct {
 // a > b, consistently (a total order, as cmp.Compare gives);
 // equal reports whether two values are equal, so that a write of an equal
 // value changes nothing, copies nothing and shows in no diff (use
-// Equal[V] for comparable values). Both must be non-nil. O(1).
+// Equal[V] for comparable values). compare must be non-nil; equal may be
+// nil for a V with no pointers and no padding, whose values then compare
+// by their bytes (BytesEqual). O(1).
 func NewTree[K, V any](owner *Owner, compare func(a, b K) int, equal func(a, b V) bool) *Tree[K, V] {
 	return newTreeWidths(owner, compare, equal, treeLeafWidth, treeBranchWidth)
 }
@@ -56,10 +58,12 @@ func newTreeWidths[K, V any](owner *Owner, compare func(a, b K) int, equal func(
 		panic("cow: NewTree: nil owner")
 	case compare == nil:
 		panic("cow: NewTree: nil compare")
-	case equal == nil:
-		panic("cow: NewTree: nil equal")
 	case leafMax < 4 || leafMax > treeLeafWidth || branchMax < 4 || branchMax > treeBranchWidth:
 		panic("cow: NewTree: bad node widths")
+	}
+	equal, _, ok := valueEquality(equal)
+	if !ok {
+		panic("cow: NewTree: a nil equal needs a value type with no pointers and no padding")
 	}
 	return &Tree[K, V]{
 		treeVersion: treeVersion[K, V]{compare: compare, equal: equal},

@@ -507,12 +507,22 @@ func TestTree_Set(t *testing.T) {
 }
 
 func TestTree_NewTreeNilEqual(t *testing.T) {
+	tr := NewTree[int, int](NewOwner(), cmp.Compare[int], nil) // BytesEqual
+	tr.Set(1, 7)
+	before := tr.Snapshot()
+	defer before.Release()
+	tr.Set(1, 7) // equal bytes: a no-op
+	after := tr.Snapshot()
+	defer after.Release()
+	for c := range DiffTrees(before, after) {
+		t.Fatalf("a write of equal bytes shows in the diff: %+v", c)
+	}
 	defer func() {
-		if r := recover(); r != "cow: NewTree: nil equal" {
-			t.Fatalf("NewTree with nil equal: recovered %v", r)
+		if r := recover(); r != "cow: NewTree: a nil equal needs a value type with no pointers and no padding" {
+			t.Fatalf("NewTree with nil equal and string values: recovered %v", r)
 		}
 	}()
-	NewTree[int, int](NewOwner(), cmp.Compare[int], nil)
+	NewTree[int, string](NewOwner(), cmp.Compare[int], nil)
 }
 
 // TestTree_PopMinUntil drains a timer-queue-like tree from the left edge in

@@ -132,20 +132,19 @@ func isNil[N any](ns N) bool {
 }
 
 // equalityFor returns the equality the state maps use to detect writes that
-// change nothing (so they copy nothing and diffs stay exact): bitwise for
-// types without pointers, == for strings, and "never equal" otherwise (a
-// value holding a slice may have been changed through it; treating it as
-// changed is always safe).
+// change nothing (so they copy nothing and diffs stay exact): bytewise for
+// types without pointers or padding, == for strings, and "never equal"
+// otherwise (a value holding a slice may have been changed through it;
+// treating it as changed is always safe). Bytewise is nil, which the cow
+// structures take as cow.BytesEqual and, for one-word values, compare
+// inline; a caller that calls the equality itself uses cow.BytesEqual.
 func equalityFor[V any]() func(a, b V) bool {
 	t := reflect.TypeFor[V]()
 	switch {
 	case t.Kind() == reflect.String:
 		return func(a, b V) bool { return *(*string)(unsafe.Pointer(&a)) == *(*string)(unsafe.Pointer(&b)) }
 	case layout.PointerFree(t) && layout.Unpadded(t): // equal values, equal bytes
-		size := int(t.Size())
-		return func(a, b V) bool {
-			return unsafe.String((*byte)(unsafe.Pointer(&a)), size) == unsafe.String((*byte)(unsafe.Pointer(&b)), size)
-		}
+		return nil
 	}
 	return func(a, b V) bool { return false }
 }

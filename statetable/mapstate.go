@@ -40,6 +40,9 @@ func NewMapState[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[
 	info := StateInfo{Name: name, Kind: KindMap, Codec: []string{kc.ID(), nc.ID(), ukc.ID(), uvc.ID()}}
 	return registerAs[*MapState[K, N, UK, UV]](t, info, func() registered {
 		eqv := equalityFor[UV]()
+		if eqv == nil {
+			eqv = cow.BytesEqual[UV]
+		}
 		s := &MapState[K, N, UK, UV]{
 			cells: newCells[K, N, userMap[UK, UV]](t, info, kc, nc, func(a, b userMap[UK, UV]) bool { return a == b }),
 			ukc:   ukc,
