@@ -19,15 +19,26 @@ func Equal[V comparable](a, b V) bool { return a == b }
 // are the same thing, except that a float NaN equals itself and -0.0 does
 // not equal +0.0. A Map whose values are one aligned word (int64, uint64,
 // float64) then compares them inline, with no call through a function
-// value: a put of a present key at 1M entries measured 5-10% faster than
-// with Equal[int64] (BenchmarkPut, snap=none, side by side).
+// value: a put of a present key at 1M entries measured 2% faster than with
+// Equal[int64], 229 to 224.5 ns (BenchmarkPut, snap=none, means of 5
+// rounds alternating the two).
 func BytesEqual[V any](a, b V) bool {
-	n := unsafe.Sizeof(a)
-	if n == 8 && unsafe.Alignof(a) == 8 {
-		return *(*uint64)(unsafe.Pointer(&a)) == *(*uint64)(unsafe.Pointer(&b))
+	if oneWord[V]() {
+		return wordsEqual(unsafe.Pointer(&a), unsafe.Pointer(&b))
 	}
+	n := unsafe.Sizeof(a)
 	return unsafe.String((*byte)(unsafe.Pointer(&a)), n) == unsafe.String((*byte)(unsafe.Pointer(&b)), n)
 }
+
+// oneWord reports whether V is one aligned 8-byte word, which compares as
+// one uint64. A constant for each instantiation.
+func oneWord[V any]() bool {
+	var v V
+	return unsafe.Sizeof(v) == 8 && unsafe.Alignof(v) == 8
+}
+
+// wordsEqual compares the words at a and b, values of a oneWord type.
+func wordsEqual(a, b unsafe.Pointer) bool { return *(*uint64)(a) == *(*uint64)(b) }
 
 // valueEquality resolves the equal argument of NewMap and NewTree: a nil
 // equal means BytesEqual, which reports bytewise true. ok is false if equal

@@ -46,9 +46,7 @@ func NewMap[K comparable, V any](owner *Owner, hash func(K) uint64, equal func(a
 	if !ok {
 		panic("cow: NewMap: a nil equal needs a value type with no pointers and no padding")
 	}
-	var v V
-	oneWord := bytewise && unsafe.Sizeof(v) == 8 && unsafe.Alignof(v) == 8
-	m := &Map[K, V]{owner: owner, hash: hash, equal: equal, oneWord: oneWord}
+	m := &Map[K, V]{owner: owner, hash: hash, equal: equal, oneWord: bytewise && oneWord[V]()}
 	m.reuse.init()
 	return m
 }
@@ -58,7 +56,7 @@ func NewMap[K comparable, V any](owner *Owner, hash func(K) uint64, equal func(a
 // compare, not a call.
 func (m *Map[K, V]) sameValue(old, v *V) bool {
 	if m.oneWord {
-		return *(*uint64)(unsafe.Pointer(old)) == *(*uint64)(unsafe.Pointer(v))
+		return wordsEqual(unsafe.Pointer(old), unsafe.Pointer(v))
 	}
 	return m.equal(*old, *v)
 }
