@@ -3,6 +3,7 @@ package cowstate
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/cowstate/cowstate/delta"
 	"github.com/cowstate/cowstate/snapshot"
@@ -20,6 +21,19 @@ func Diff(prev, next *Snapshot) (*delta.Delta, error) {
 		return nil, fmt.Errorf("%w: diff of snapshots of two backends", delta.ErrMismatch)
 	}
 	return delta.Diff(prev.deltaVersion(), next.deltaVersion())
+}
+
+// WriteDiff diffs prev and next, two snapshots of one backend (prev taken
+// first), and writes the delta from checkpoint base to checkpoint target to
+// w in the delta format, stopping early with ok false once it counts more
+// than limit changes (entries and timers; limit < 0: no limit). It returns
+// the number of changes. Cost: what changed between the two versions, not
+// the state's size. Any goroutine, while both snapshots are live.
+func WriteDiff(ctx context.Context, w io.Writer, prev, next *Snapshot, base, target uint64, limit int) (changes int, ok bool, err error) {
+	if !prev.SameBackend(next) {
+		return 0, false, fmt.Errorf("%w: diff of snapshots of two backends", delta.ErrMismatch)
+	}
+	return delta.WriteDiff(ctx, w, prev.deltaVersion(), next.deltaVersion(), base, target, limit)
 }
 
 // deltaVersion describes s for package delta.

@@ -10,4 +10,6 @@ var (
 	ErrConfig = errors.New("cowstate: invalid config")
 	// ErrTimerService: a timer service registered again with other codecs.
 	ErrTimerService = errors.New("cowstate: timer service registered with other codecs")
+	// ErrNotEmpty: a restore into a backend that already holds state.
+	ErrNotEmpty = errors.New("cowstate: backend not empty")
 )

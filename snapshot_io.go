@@ -130,7 +130,7 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 			return fmt.Errorf("%w: %v: register it before restoring (%w)", snapshot.ErrMismatch, s, err)
 		}
 		if have.Kind != s.Kind || fmt.Sprint(have.Codec) != fmt.Sprint(s.Codec) {
-			return fmt.Errorf("%w: file has %v, backend has %v", snapshot.ErrMismatch, s, have)
+			return fmt.Errorf("%w: %w: file has %v, backend has %v", snapshot.ErrMismatch, statetable.ErrStateMismatch, s, have)
 		}
 	}
 	for _, t := range m.Timers {

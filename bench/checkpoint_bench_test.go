@@ -1,85 +1,15 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
-	"maps"
 	"math/rand/v2"
-	"slices"
-	"sync"
 	"testing"
 
 	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/checkpoint"
 	"github.com/cowstate/cowstate/statetable"
 )
-
-// memStorage is a cowstate.Storage in memory, so the checkpoint benchmarks
-// measure the engine, not the disk.
-type memStorage struct {
-	mu    sync.Mutex
-	files map[string]*bytes.Buffer
-}
-
-func newMemStorage() *memStorage { return &memStorage{files: map[string]*bytes.Buffer{}} }
-
-type memFile struct{ *bytes.Buffer }
-
-func (memFile) Sync() error  { return nil }
-func (memFile) Close() error { return nil }
-
-type memReader struct{ *bytes.Reader }
-
-func (memReader) Close() error { return nil }
-
-func (s *memStorage) Create(name string) (cowstate.StorageFile, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := &bytes.Buffer{}
-	s.files[name] = b
-	return memFile{b}, nil
-}
-
-func (s *memStorage) Open(name string) (cowstate.StorageReader, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.files[name]
-	if !ok {
-		return nil, fs.ErrNotExist
-	}
-	return memReader{bytes.NewReader(b.Bytes())}, nil
-}
-
-func (s *memStorage) Rename(from, to string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.files[from]
-	if !ok {
-		return fs.ErrNotExist
-	}
-	delete(s.files, from)
-	s.files[to] = b
-	return nil
-}
-
-func (s *memStorage) Remove(name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.files[name]; !ok {
-		return fs.ErrNotExist
-	}
-	delete(s.files, name)
-	return nil
-}
-
-func (s *memStorage) List() ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Sorted(maps.Keys(s.files)), nil
-}
-
-func (s *memStorage) SyncDir() error { return nil }
 
 // changeShare writes new values to share of c's keys, chosen at random.
 func changeShare(c *counter, keys []int64, share float64, rng *rand.Rand, salt int64) {
@@ -91,7 +21,7 @@ func changeShare(c *counter, keys []int64, share float64, rng *rand.Rand, salt i
 
 // takeCheckpoint checkpoints, waits and confirms; it returns the bytes the
 // checkpoint wrote (its last segment).
-func takeCheckpoint(b *testing.B, cps *cowstate.Checkpoints, id uint64) int64 {
+func takeCheckpoint(b *testing.B, cps *checkpoint.Store, id uint64) int64 {
 	cp, err := cps.Checkpoint(context.Background(), id)
 	if err != nil {
 		b.Fatal(err)
@@ -122,8 +52,11 @@ func BenchmarkCheckpoint(b *testing.B) {
 			for _, mode := range []string{"incremental", "full"} {
 				b.Run(fmt.Sprintf("size=%d/changed=%s/mode=%s", size, changed.name, mode), func(b *testing.B) {
 					c := newCounter(b, keys)
-					policy := cowstate.CheckpointPolicy{AlwaysFull: mode == "full"}
-					cps := cowstate.NewCheckpoints(c.b, newMemStorage(), cowstate.CheckpointOptions{Policy: policy})
+					policy := checkpoint.Policy{AlwaysFull: mode == "full"}
+					cps, err := checkpoint.Open(context.Background(), c.b, checkpoint.Memory(), checkpoint.Options{Policy: policy})
+					if err != nil {
+						b.Fatal(err)
+					}
 					rng := rand.New(rand.NewPCG(1, 2))
 					id := uint64(1)
 					takeCheckpoint(b, cps, id) // the first is full in both modes
@@ -154,8 +87,11 @@ func BenchmarkRestoreChain(b *testing.B) {
 		for _, chain := range []int{1, 10, 50} {
 			b.Run(fmt.Sprintf("size=%d/chain=%d", size, chain), func(b *testing.B) {
 				c := newCounter(b, keys)
-				st := newMemStorage()
-				cps := cowstate.NewCheckpoints(c.b, st, cowstate.CheckpointOptions{})
+				st := checkpoint.Memory()
+				cps, err := checkpoint.Open(context.Background(), c.b, st, checkpoint.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
 				rng := rand.New(rand.NewPCG(3, 4))
 				takeCheckpoint(b, cps, 1)
 				for i := range chain {
@@ -168,10 +104,11 @@ func BenchmarkRestoreChain(b *testing.B) {
 				for b.Loop() {
 					be := newBackend(b)
 					v, _ := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
-					m, err := cowstate.NewCheckpoints(be, st, cowstate.CheckpointOptions{}).Restore(context.Background(), 0)
+					ms, err := checkpoint.RestoreFrom(context.Background(), be, checkpoint.Source{Storage: st})
 					if err != nil {
 						b.Fatal(err)
 					}
+					m := ms[0]
 					if v.Count() != want || m.ID != uint64(chain+1) {
 						b.Fatalf("restored checkpoint %d with %d entries, want %d with %d", m.ID, v.Count(), chain+1, want)
 					}

@@ -10,7 +10,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/checkpoint"
 	"github.com/cowstate/cowstate/statetable"
 )
 
@@ -113,7 +113,7 @@ func runDemo(ctx context.Context, cfg *demoConfig, out, log io.Writer) (err erro
 	} else if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return fmt.Errorf("-dir %s is not empty: give a new or empty directory (the demo restores the newest checkpoint it finds there)", dir)
 	}
-	st, err := cowstate.DirStorage(dir)
+	st, err := checkpoint.Dir(dir)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,9 @@ func runDemo(ctx context.Context, cfg *demoConfig, out, log io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	live.store = cowstate.NewCheckpoints(live.tasks[0].b, st, cowstate.CheckpointOptions{})
+	if live.store, err = checkpoint.Open(ctx, live.tasks[0].b, st, checkpoint.Options{}); err != nil {
+		return err
+	}
 	if err := live.run(cfg.crashAt); err != nil {
 		return err
 	}
@@ -168,7 +170,11 @@ func runDemo(ctx context.Context, cfg *demoConfig, out, log io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	restored.store = cowstate.NewCheckpoints(restored.tasks[0].b, st, cowstate.CheckpointOptions{})
+	// A restarted job takes ownership of the store: the crashed one, were it
+	// still running, could no longer commit.
+	if restored.store, err = checkpoint.Open(ctx, restored.tasks[0].b, st, checkpoint.Options{}); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	m, err := restored.store.Restore(ctx, 0)
 	if err != nil {
@@ -177,7 +183,7 @@ func runDemo(ctx context.Context, cfg *demoConfig, out, log io.Writer) (err erro
 	rep.restored = m
 	rep.restores = append(rep.restores, restoreRow{1, restored.tasks[0].b.KeyGroups(), time.Since(t0)})
 	// Keep the restored checkpoint for the rescale below.
-	if err := restored.store.SetRetention(cowstate.Retention{Pinned: []uint64{m.ID}}); err != nil {
+	if err := restored.store.SetRetention(ctx, checkpoint.Retention{Pinned: []uint64{m.ID}}); err != nil {
 		return err
 	}
 	if err := replay(restored, m.ID); err != nil {
@@ -194,7 +200,8 @@ func runDemo(ctx context.Context, cfg *demoConfig, out, log io.Writer) (err erro
 	}
 	for _, t := range rescaled.tasks {
 		t0 := time.Now()
-		if _, err := cowstate.NewCheckpoints(t.b, st, cowstate.CheckpointOptions{}).Restore(ctx, m.ID); err != nil {
+		// Read-only restores: the restored job still owns the store.
+		if _, err := checkpoint.RestoreFrom(ctx, t.b, checkpoint.Source{Storage: st, ID: m.ID}); err != nil {
 			return fmt.Errorf("rescaled restore of key groups %v: %w", t.b.KeyGroups(), err)
 		}
 		rep.restores = append(rep.restores, restoreRow{2, t.b.KeyGroups(), time.Since(t0)})

@@ -55,7 +55,7 @@ func TestDemoRecoversExactly(t *testing.T) {
 		t.Errorf("inspect: status %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI("verify", cfg.dir)
-	if code != 0 || !strings.HasPrefix(stdout, "ok: ") || !strings.Contains(stdout, " files verified") {
+	if code != 0 || !strings.Contains(stdout, "\nok: ") || !strings.Contains(stdout, ": restores\n") {
 		t.Errorf("verify: status %d\n%s%s", code, stdout, stderr)
 	}
 
@@ -74,7 +74,7 @@ func TestDemoRecoversExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, _ = runCLI("verify", cfg.dir)
-	if code != 1 || !strings.Contains(stdout, "damaged: "+filepath.Base(victim)) || !strings.Contains(stdout, "xxhash64") {
+	if code != 1 || !strings.Contains(stdout, "damaged: "+filepath.Base(victim)) || !strings.Contains(stdout, "xxhash64") || !strings.Contains(stdout, "DOES NOT RESTORE") {
 		t.Errorf("verify of a damaged store: status %d\n%s", code, stdout)
 	}
 }

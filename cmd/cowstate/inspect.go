@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,61 +11,93 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/checkpoint"
 )
 
 // setupInspect is "cowstate inspect".
 func setupInspect(fs *flag.FlagSet) runFunc {
-	verbose := fs.Bool("v", false, "list the segment files of each checkpoint")
+	verbose := fs.Bool("v", false, "list the segments of each checkpoint")
+	asJSON := fs.Bool("json", false, "print the listing as JSON")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		dir, err := storeDir(args)
+		st, err := openStore(args)
 		if err != nil {
 			return err
 		}
-		return inspect(dir, *verbose, stdout, stderr)
+		return inspect(ctx, st, *verbose, *asJSON, stdout, stderr)
 	}
 }
 
-// storeDir returns the one argument of inspect and verify, a store
-// directory that must exist (DirStorage would create it).
-func storeDir(args []string) (string, error) {
+// openStore returns the storage of the one argument of inspect and
+// verify, a store directory that must exist (checkpoint.Dir would create
+// it).
+func openStore(args []string) (*checkpoint.DirStorage, error) {
 	if len(args) != 1 {
-		return "", usageError{"need exactly one argument, the checkpoint directory"}
+		return nil, usageError{"need exactly one argument, the checkpoint directory"}
 	}
 	fi, err := os.Stat(args[0])
 	if err != nil {
-		return "", fmt.Errorf("%w (give the -dir of a cowstate demo run with -keep, or another checkpoint directory)", err)
+		return nil, fmt.Errorf("no checkpoint store at %s: %w (give the -dir of a cowstate demo run with -keep, or another checkpoint directory)", args[0], err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory: give a checkpoint directory", args[0])
+		return nil, fmt.Errorf("no checkpoint store at %s: not a directory", args[0])
 	}
-	return args[0], nil
+	return checkpoint.Dir(args[0])
 }
 
-// inspect lists the checkpoints and savepoints of the store in dir. A
-// manifest that does not decode is reported on stderr and makes the exit
-// status 1, after the others are listed.
-func inspect(dir string, verbose bool, stdout, stderr io.Writer) error {
-	st, err := cowstate.DirStorage(dir)
-	if err != nil {
-		return err
+// storeErr words the errors of opening a store for the command line.
+func storeErr(st checkpoint.Storage, err error) error {
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return fmt.Errorf("no checkpoint store at %s (no manifest)", st)
 	}
-	ms, listErr := cowstate.ListCheckpoints(st)
-	if len(ms) == 0 && listErr == nil {
-		fmt.Fprintf(stdout, "%s holds no committed checkpoint or savepoint\n", dir)
-		return nil
+	return err
+}
+
+// inspect lists the checkpoints and savepoints of the store. Damaged newer
+// manifests are reported on stderr and make the exit status 1, after the
+// listing of the newest intact one.
+func inspect(ctx context.Context, st checkpoint.Storage, verbose, asJSON bool, stdout, stderr io.Writer) error {
+	l, err := checkpoint.Inspect(ctx, st)
+	if l == nil {
+		return storeErr(st, err)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tCHAIN\tSIZE\tTIMERS\tKEY GROUPS\tSTATES (entries)")
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(l); err != nil {
+			return err
+		}
+	} else {
+		writeListing(stdout, l, verbose)
+	}
+	if err != nil || len(l.Skipped) > 0 {
+		for _, d := range l.Skipped {
+			fmt.Fprintf(stderr, "cowstate inspect: damaged: %s\n", d.Problem)
+		}
+		fmt.Fprintf(stderr, "cowstate inspect: run 'cowstate verify %s' to check the whole store\n", st)
+		return exitError(1)
+	}
+	return nil
+}
+
+func writeListing(w io.Writer, l *checkpoint.Listing, verbose bool) {
+	fmt.Fprintf(w, "store %s: %s, owner epoch %d, committed %s\n", l.Storage, l.Manifest, l.Epoch, l.Committed.Format(time.RFC3339))
+	ms := append(slices.Clone(l.Checkpoints), l.Savepoints...)
+	if len(ms) == 0 {
+		fmt.Fprintln(w, "no checkpoint or savepoint yet")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tCOMMITTED\tCHAIN\tSIZE\tTIMERS\tKEY GROUPS\tSTATES (entries)")
 	for _, m := range ms {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%v\t%s\n", m.ID, m.Kind, chain(m), formatBytes(m.Size()), m.Timers, m.KeyGroups, states(m))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%v\t%s\n", m.ID, m.Kind, m.Committed.Format(time.RFC3339), chain(m), formatBytes(m.Size()), m.Timers, m.KeyGroups, states(m))
 	}
 	tw.Flush()
 	if verbose {
 		for _, m := range ms {
-			fmt.Fprintf(stdout, "\n%s %d:\n", m.Kind, m.ID)
-			tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(w, "\n%s %d:\n", m.Kind, m.ID)
+			tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			for _, s := range m.Segments {
 				what := "full snapshot"
 				if s.Delta {
@@ -74,16 +108,10 @@ func inspect(dir string, verbose bool, stdout, stderr io.Writer) error {
 			tw.Flush()
 		}
 	}
-	if listErr != nil {
-		fmt.Fprintf(stderr, "cowstate inspect: %v\n", listErr)
-		fmt.Fprintf(stderr, "cowstate inspect: run 'cowstate verify %s' to check the whole store\n", dir)
-		return exitError(1)
-	}
-	return nil
 }
 
 // chain describes a checkpoint's segments: "full" or "full+3 deltas".
-func chain(m *cowstate.Manifest) string {
+func chain(m *checkpoint.Manifest) string {
 	switch n := len(m.Segments) - 1; n {
 	case 0:
 		return "full"
@@ -95,7 +123,7 @@ func chain(m *cowstate.Manifest) string {
 }
 
 // states renders the entries per state, by name.
-func states(m *cowstate.Manifest) string {
+func states(m *checkpoint.Manifest) string {
 	names := make([]string, 0, len(m.States))
 	for n := range m.States {
 		names = append(names, n)

@@ -113,30 +113,40 @@ the store afterwards with cowstate inspect and cowstate verify.
 
 var inspectCmd = &command{
 	name:      "inspect",
-	usageLine: "inspect [-v] dir",
+	usageLine: "inspect [-v] [-json] dir",
 	short:     "list the checkpoints and savepoints of a checkpoint store",
-	long: `Inspect lists the committed checkpoints and savepoints in the checkpoint
-store in directory dir (a cowstate.DirStorage): for each, its id, kind
-(full, incremental or savepoint), the length of its chain of segments, its
-size (all segments), its timers and key groups, and the entries of each of
-its states. With -v it also lists each checkpoint's segment files.
+	long: `Inspect lists what the checkpoint store in directory dir holds, as its
+newest intact manifest says (checkpoint.Inspect): the manifest, the owner
+epoch that committed it and when, then for each checkpoint and savepoint
+its id, kind (full, incremental or savepoint), commit time, the length of
+its chain of segments, its size (all segments), its timers and key groups,
+and the entries of each of its states. With -v it also lists each
+checkpoint's segments; with -json it prints the listing as JSON.
 
-Inspect only reads manifests; cowstate verify checks the files themselves.
+A directory with no manifest is not a store: inspect says "no checkpoint
+store at dir" and exits with status 1. A damaged newer manifest is
+reported on standard error, after the listing of the newest intact one,
+with exit status 1.
+
+Inspect only reads manifests; cowstate verify checks the segments too.
 `,
 }
 
 var verifyCmd = &command{
 	name:      "verify",
-	usageLine: "verify dir",
-	short:     "check every file of a checkpoint store",
+	usageLine: "verify [-json] dir",
+	short:     "check that every checkpoint of a store restores",
 	long: `Verify checks the checkpoint store in directory dir without restoring it
-(cowstate.VerifyStore): every manifest decodes, and every segment file a
-manifest references exists with the size and checksum the manifest
-records and opens as the format it claims.
+or taking it over (checkpoint.Verify): the manifests decode, and every
+segment each checkpoint and savepoint references exists, is a regular
+file with the size and xxhash64 the manifest records, decodes as the
+format it claims, and holds the delta and key groups the manifest says.
 
-It prints each damaged file with its problem and exits with status 1 if
-any, and otherwise prints "ok: N checkpoints, M savepoints, K files
-verified".
+It prints, per checkpoint and savepoint, whether it restores, then each
+damaged object with its problem. It exits with status 1 if anything is
+damaged, if the store holds no checkpoint or savepoint, or if dir is not
+a checkpoint store, and otherwise with 0 after "ok: N checkpoints and
+savepoints, all restore". With -json it prints the report as JSON.
 `,
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/checkpoint"
 	"github.com/cowstate/cowstate/statetable"
 )
 
@@ -55,11 +56,11 @@ type pipeline struct {
 	tasks  []*task
 	src    *Stream
 	sink   *sessionSink
-	store  *cowstate.Checkpoints // nil: no checkpoints
+	store  *checkpoint.Store // nil: no checkpoints
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	inflight []*cowstate.Checkpoint
+	inflight []*checkpoint.Checkpoint
 	due      bool // a checkpoint is due, waiting for the one in flight
 	taken    int
 	report   *report
@@ -142,6 +143,9 @@ func (p *pipeline) run(until int64) error {
 // stop cancels the checkpoints in flight and waits for them.
 func (p *pipeline) stop() {
 	p.cancel()
+	if p.store != nil {
+		p.store.Close()
+	}
 	for _, cp := range p.inflight {
 		cp.Wait()
 	}
@@ -261,6 +265,9 @@ func (p *pipeline) finish() error {
 // restorable, as it would on disk), and the backends are dropped.
 func (p *pipeline) crash() {
 	p.cancel()
+	if p.store != nil {
+		p.store.Close()
+	}
 	for _, cp := range p.inflight {
 		status := "committed, unconfirmed at the crash"
 		if cp.Wait() != nil {

@@ -2,22 +2,25 @@ package main
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/checkpoint"
 )
 
 // gatedStorage holds every file a checkpoint writes until gate is closed,
 // so that a test decides when the checkpoint in flight ends.
 type gatedStorage struct {
-	cowstate.Storage
+	checkpoint.Storage
 	gate chan struct{}
 }
 
-func (s gatedStorage) Create(name string) (cowstate.StorageFile, error) {
-	<-s.gate
-	return s.Storage.Create(name)
+func (s gatedStorage) Create(ctx context.Context, name string) (checkpoint.ObjectWriter, error) {
+	if _, isManifest := strings.CutPrefix(name, "manifest-"); !isManifest {
+		<-s.gate // manifests pass: opening the store commits one
+	}
+	return s.Storage.Create(ctx, name)
 }
 
 // TestWatermarksIgnoreCheckpointTiming checks that a pipeline's watermarks
@@ -35,7 +38,7 @@ func TestWatermarksIgnoreCheckpointTiming(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	dir, err := cowstate.DirStorage(cfg.dir)
+	dir, err := checkpoint.Dir(cfg.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +60,9 @@ func TestWatermarksIgnoreCheckpointTiming(t *testing.T) {
 	// later, and the second is taken at the next event.
 	release := 2*cfg.every + cfg.every/2 + 7
 	deferred := uint64(release + 1)
-	live.store = cowstate.NewCheckpoints(live.tasks[0].b, st, cowstate.CheckpointOptions{})
+	if live.store, err = checkpoint.Open(ctx, live.tasks[0].b, st, checkpoint.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { // before the removal of cfg.dir: nothing writes there any more
 		openGate()
 		live.stop()
@@ -101,7 +106,7 @@ func TestWatermarksIgnoreCheckpointTiming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cowstate.NewCheckpoints(restored.tasks[0].b, dir, cowstate.CheckpointOptions{}).Restore(ctx, deferred); err != nil {
+	if _, err := checkpoint.RestoreFrom(ctx, restored.tasks[0].b, checkpoint.Source{Storage: dir, ID: deferred}); err != nil {
 		t.Fatal(err)
 	}
 	restored.sink.Recover(deferred)

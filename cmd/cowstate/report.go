@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/checkpoint"
 	"github.com/cowstate/cowstate/statetable"
 )
 
@@ -15,7 +15,7 @@ import (
 // end.
 type report struct {
 	checkpoints []checkpointRow
-	restored    *cowstate.Manifest
+	restored    *checkpoint.Manifest
 	restores    []restoreRow
 	results     []resultRow
 }
@@ -44,7 +44,7 @@ type resultRow struct {
 
 // addCheckpoint records a checkpoint once its handle is done.
 // A failure is reported as such unless it is expected (a crash).
-func (r *report) addCheckpoint(run string, cp *cowstate.Checkpoint, status string, failure bool) {
+func (r *report) addCheckpoint(run string, cp *checkpoint.Checkpoint, status string, failure bool) {
 	row := checkpointRow{run: run, status: status, id: cp.ID(), kind: "-", capture: cp.CaptureTime(), write: cp.WriteTime()}
 	if err := cp.Wait(); err != nil && failure {
 		row.status = "failed: " + err.Error()
@@ -63,7 +63,7 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintln(tw, "run\tid\tkind\tchanged\tsegments\tbytes written\tcapture\twrite\t\tstatus")
 	for _, c := range r.checkpoints {
 		changed := "-"
-		if c.kind == string(cowstate.Incremental) {
+		if c.kind == string(checkpoint.KindIncremental) {
 			changed = fmt.Sprint(c.changed)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t\t%s\n", c.run, c.id, c.kind, changed, c.segments,

@@ -2,61 +2,74 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/checkpoint"
 )
 
 // setupVerify is "cowstate verify".
 func setupVerify(fs *flag.FlagSet) runFunc {
+	asJSON := fs.Bool("json", false, "print the report as JSON")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		dir, err := storeDir(args)
+		st, err := openStore(args)
 		if err != nil {
 			return err
 		}
-		return verify(dir, stdout)
+		return verify(ctx, st, *asJSON, stdout)
 	}
 }
 
-// verify checks the store in dir with cowstate.VerifyStore and reports
-// each damaged file; damage is exit status 1.
-func verify(dir string, stdout io.Writer) error {
-	st, err := cowstate.DirStorage(dir)
+// verify checks the store with checkpoint.Verify and reports, per
+// checkpoint and savepoint, whether it restores, then each damaged object.
+// Exit status 1 if anything is damaged or nothing restores.
+func verify(ctx context.Context, st checkpoint.Storage, asJSON bool, stdout io.Writer) error {
+	rep, err := checkpoint.Verify(ctx, st)
 	if err != nil {
-		return err
+		return storeErr(st, err)
 	}
-	damage, err := cowstate.VerifyStore(st)
-	if err != nil {
-		return err
+	restorable := 0
+	for _, c := range rep.Checkpoints {
+		if c.Restores {
+			restorable++
+		}
 	}
-	if len(damage) > 0 {
-		for _, d := range damage {
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		if rep.Manifest != "" {
+			fmt.Fprintf(stdout, "store %s, manifest %s\n", rep.Storage, rep.Manifest)
+		}
+		for _, c := range rep.Checkpoints {
+			verdict := "restores"
+			if !c.Restores {
+				verdict = "DOES NOT RESTORE: " + strings.Join(c.Problems, "; ")
+			}
+			fmt.Fprintf(stdout, "%s %d: %s\n", c.Kind, c.ID, verdict)
+		}
+		for _, d := range rep.Damage {
 			fmt.Fprintf(stdout, "damaged: %s\n", d)
 		}
-		fmt.Fprintf(stdout, "FAIL: %d problems in %s; an older checkpoint may still restore (cowstate inspect %[2]s lists them)\n", len(damage), dir)
+		switch {
+		case !rep.Intact() && restorable > 0:
+			fmt.Fprintf(stdout, "FAIL: %d problems; %d of %d checkpoints and savepoints restore\n", len(rep.Damage), restorable, len(rep.Checkpoints))
+		case !rep.Intact():
+			fmt.Fprintf(stdout, "FAIL: %d problems; no checkpoint or savepoint restores\n", len(rep.Damage))
+		case len(rep.Checkpoints) == 0:
+			fmt.Fprintln(stdout, "FAIL: the store holds no checkpoint or savepoint")
+		default:
+			fmt.Fprintf(stdout, "ok: %d checkpoints and savepoints, all restore\n", len(rep.Checkpoints))
+		}
+	}
+	if !rep.Intact() || restorable == 0 {
 		return exitError(1)
 	}
-	// The manifests all decode (else VerifyStore reports them): count them
-	// and the distinct files they reference.
-	ms, err := cowstate.ListCheckpoints(st)
-	if err != nil {
-		return err
-	}
-	files := map[string]bool{}
-	checkpoints, savepoints := 0, 0
-	for _, m := range ms {
-		if m.Kind == cowstate.SavepointKind {
-			savepoints++
-		} else {
-			checkpoints++
-		}
-		files[fmt.Sprintf("manifest %s %d", m.Kind, m.ID)] = true
-		for _, s := range m.Segments {
-			files[s.Name] = true
-		}
-	}
-	fmt.Fprintf(stdout, "ok: %d checkpoints, %d savepoints, %d files verified\n", checkpoints, savepoints, len(files))
 	return nil
 }

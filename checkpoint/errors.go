@@ -1,0 +1,35 @@
+package checkpoint
+
+import "errors"
+
+// The store's errors, matched with errors.Is. Every error a Store, Restore,
+// Verify or Inspect returns matches exactly one of them (or is ctx's error),
+// and wraps the specific cause (a snapshot.ErrCorrupt, a
+// statetable.ErrStateMismatch, an fs.ErrNotExist...), so that both the class
+// and the cause can be matched.
+//
+//	ErrNoCheckpoint    the store holds no committed checkpoint yet, or not
+//	                   the one asked for: start fresh, or ask for another
+//	ErrCorrupt         a manifest or segment is damaged or missing (the
+//	                   message names the object and what is wrong)
+//	ErrMismatch        the checkpoint does not fit the backend: max
+//	                   parallelism, a state's kind or codecs, a timer
+//	                   service's codecs
+//	ErrFenced          another writer took ownership of the store: this one
+//	                   can no longer commit; stop it
+//	ErrTooManyPending  too many checkpoints taken and not yet confirmed or
+//	                   aborted (Options.MaxPending)
+//	ErrInvalid         a call the store refuses: an id at or below the
+//	                   newest committed one, a confirm of a checkpoint that
+//	                   is not pending, a restore into a backend that holds
+//	                   state
+//	ErrStorage         the storage failed an operation (I/O, permissions)
+var (
+	ErrNoCheckpoint   = errors.New("checkpoint: no such checkpoint")
+	ErrCorrupt        = errors.New("checkpoint: damaged")
+	ErrMismatch       = errors.New("checkpoint: does not fit the backend")
+	ErrFenced         = errors.New("checkpoint: store owned by another writer")
+	ErrTooManyPending = errors.New("checkpoint: too many pending checkpoints")
+	ErrInvalid        = errors.New("checkpoint: invalid call")
+	ErrStorage        = errors.New("checkpoint: storage failed")
+)

@@ -1,0 +1,249 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var bg = context.Background()
+
+// faultStorage wraps a MemStorage and fails, or crashes at, its n-th
+// operation (Create, Commit, Open, Remove, List each count one). After a
+// crash every operation fails, and afterCrash gives what a restarted
+// process finds: what was committed before the crash.
+type faultStorage struct {
+	*MemStorage
+	mu      sync.Mutex
+	ops     int
+	faultAt int // 0: none
+	crash   bool
+	crashed bool
+}
+
+var errInjected = errors.New("injected fault")
+
+func newFaultStorage() *faultStorage { return &faultStorage{MemStorage: Memory()} }
+
+func (s *faultStorage) op(what string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.crashed {
+		return fmt.Errorf("%s after the crash: %w", what, errInjected)
+	}
+	s.ops++
+	if s.faultAt != 0 && s.ops == s.faultAt {
+		s.crashed = s.crash
+		return fmt.Errorf("%s (op %d): %w", what, s.ops, errInjected)
+	}
+	return nil
+}
+
+// failAt arms a fault n operations from now.
+func (s *faultStorage) failAt(n int, crash bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faultAt, s.crash = s.ops+n, crash
+}
+
+func (s *faultStorage) disarm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faultAt = 0
+}
+
+func (s *faultStorage) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ops
+}
+
+func (s *faultStorage) afterCrash() *faultStorage {
+	img := newFaultStorage()
+	s.MemStorage.mu.Lock()
+	defer s.MemStorage.mu.Unlock()
+	for n, b := range s.objects {
+		img.objects[n] = bytes.Clone(b)
+	}
+	return img
+}
+
+func (s *faultStorage) Create(ctx context.Context, name string) (ObjectWriter, error) {
+	if err := s.op("create " + name); err != nil {
+		return nil, err
+	}
+	w, err := s.MemStorage.Create(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return faultWriter{w, s, name}, nil
+}
+
+type faultWriter struct {
+	ObjectWriter
+	s    *faultStorage
+	name string
+}
+
+func (w faultWriter) Commit() error {
+	if err := w.s.op("commit " + w.name); err != nil {
+		w.ObjectWriter.Abort()
+		return err
+	}
+	return w.ObjectWriter.Commit()
+}
+
+func (s *faultStorage) Open(ctx context.Context, name string) (ObjectReader, error) {
+	if err := s.op("open " + name); err != nil {
+		return nil, err
+	}
+	return s.MemStorage.Open(ctx, name)
+}
+
+func (s *faultStorage) Remove(ctx context.Context, name string) error {
+	if err := s.op("remove " + name); err != nil {
+		return err
+	}
+	return s.MemStorage.Remove(ctx, name)
+}
+
+func (s *faultStorage) List(ctx context.Context) ([]string, error) {
+	if err := s.op("list"); err != nil {
+		return nil, err
+	}
+	return s.MemStorage.List(ctx)
+}
+
+// put replaces an object's bytes, as damage or another writer would.
+func (m *MemStorage) put(name string, b []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.objects[name] = b
+}
+
+func (m *MemStorage) get(name string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return bytes.Clone(m.objects[name])
+}
+
+// TestStorage_Conformance: what the store needs of a storage, on each
+// implementation: a committed object reads back whole; an uncommitted or
+// aborted one does not exist; a create-only commit of a taken name fails
+// with fs.ErrExist and leaves the object as it was, also when several
+// writers race for one name; a missing object is fs.ErrNotExist.
+func TestStorage_Conformance(t *testing.T) {
+	storages := map[string]func(t *testing.T) Storage{
+		"dir": func(t *testing.T) Storage {
+			d, err := Dir(filepath.Join(t.TempDir(), "store"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		"mem": func(*testing.T) Storage { return Memory() },
+	}
+	for name, open := range storages {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			put := func(name, content string) error {
+				w, err := st.Create(bg, name)
+				if err != nil {
+					return err
+				}
+				io.WriteString(w, content)
+				return w.Commit()
+			}
+			read := func(name string) string {
+				r, err := st.Open(bg, name)
+				if err != nil {
+					t.Fatalf("open %s: %v", name, err)
+				}
+				defer r.Close()
+				b := make([]byte, r.Size())
+				r.ReadAt(b, 0)
+				return string(b)
+			}
+			if err := put("a", "first"); err != nil {
+				t.Fatal(err)
+			}
+			if err := put("a", "second"); !errors.Is(err, fs.ErrExist) {
+				t.Fatalf("second create of a: %v", err)
+			}
+			if got := read("a"); got != "first" {
+				t.Fatalf("a holds %q after a refused create", got)
+			}
+			w, _ := st.Create(bg, "b")
+			io.WriteString(w, "never")
+			if names, _ := st.List(bg); slices.Contains(names, "b") {
+				t.Fatalf("an uncommitted object is listed: %v", names)
+			}
+			w.Abort()
+			if _, err := st.Open(bg, "b"); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("open of an aborted object: %v", err)
+			}
+			if err := st.Remove(bg, "b"); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("remove of a missing object: %v", err)
+			}
+			if _, err := st.Create(bg, "../escape"); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("create of ../escape: %v", err)
+			}
+			// Racing creators: exactly one wins.
+			var wg sync.WaitGroup
+			wins := make(chan string, 8)
+			for i := range 8 {
+				wg.Go(func() {
+					if put("race", fmt.Sprint("writer ", i)) == nil {
+						wins <- fmt.Sprint("writer ", i)
+					}
+				})
+			}
+			wg.Wait()
+			close(wins)
+			var won []string
+			for w := range wins {
+				won = append(won, w)
+			}
+			if len(won) != 1 || read("race") != won[0] {
+				t.Fatalf("racing creates: winners %v, object holds %q", won, read("race"))
+			}
+			if names, _ := st.List(bg); !slices.Equal(names, []string{"a", "race"}) {
+				t.Fatalf("leftovers after the race and an abort: %v", names)
+			}
+		})
+	}
+}
+
+// TestDirStorage_FIFO: a FIFO in place of an object is refused at once,
+// not waited on.
+func TestDirStorage_FIFO(t *testing.T) {
+	dir := t.TempDir()
+	st, _ := Dir(dir)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := st.Open(bg, "fifo")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errNotRegular) {
+			t.Fatalf("open of a FIFO: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		os.WriteFile(filepath.Join(dir, "fifo"), nil, 0) // unblock the reader
+		t.Fatal("open of a FIFO blocks")
+	}
+}

@@ -1,0 +1,870 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/snapshot"
+)
+
+// Policy is how a store chooses between a full snapshot and a delta. The
+// zero value of a field means its default.
+//
+// A checkpoint is incremental (a delta from the last confirmed checkpoint)
+// when there is a confirmed base, it changes at most MaxChangeShare of the
+// entries and timers, the delta is at most MaxDeltaShare of the base
+// chain's full snapshot, and the chain's deltas together stay within
+// MaxChainShare of it; otherwise it is full. So a restore reads the full
+// snapshot and at most MaxChainShare of its size again in deltas.
+//
+// An incremental checkpoint whose chain has MaxChainLength deltas already
+// merges the newest deltas of the chain with its own (delta.Merge), and
+// older ones while they are smaller than what is being merged: restores
+// read at most MaxChainLength deltas, and a merge mostly rewrites small,
+// recent deltas.
+type Policy struct {
+	AlwaysFull     bool    // never incremental
+	MaxChainLength int     // default 8
+	MaxDeltaShare  float64 // default 0.25
+	MaxChainShare  float64 // default 0.5
+	// MaxChangeShare: a checkpoint whose changes (entries and timers) are
+	// more than this share of the state's entries and timers is full,
+	// decided during the diff, which stops there (default 0.1: a changed
+	// entry costs an incremental checkpoint 10 to 20 times what an entry
+	// costs a full one, merges included, so from about 10% on a full one
+	// is as fast; see BenchmarkCheckpoint). 1 or more: no limit.
+	MaxChangeShare float64
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.MaxChainLength <= 0 {
+		p.MaxChainLength = 8
+	}
+	if p.MaxDeltaShare <= 0 {
+		p.MaxDeltaShare = 0.25
+	}
+	if p.MaxChainShare <= 0 {
+		p.MaxChainShare = 0.5
+	}
+	if p.MaxChangeShare <= 0 {
+		p.MaxChangeShare = 0.1
+	}
+	return p
+}
+
+// Retention says which checkpoints a store keeps: the KeepLast newest
+// committed checkpoints (default 1), those listed in Pinned, the last
+// confirmed one (the base of the next delta) and those committed but not
+// yet confirmed or aborted. Savepoints are kept until DeleteSavepoint.
+type Retention struct {
+	KeepLast int
+	Pinned   []uint64
+}
+
+// Options configures a Store.
+type Options struct {
+	Policy    Policy
+	Retention Retention
+	// AutoConfirm confirms each checkpoint as soon as it is durable, in id
+	// order. The confirmation is picked up by the writer's next call to
+	// the store (Checkpoint, Savepoint, Poll...): no goroutine of the
+	// store ever touches the backend. Leave it off when a coordinator
+	// confirms (Flink's notifyCheckpointComplete) and call Confirm.
+	AutoConfirm bool
+	// MaxPending bounds the checkpoints taken and not yet confirmed or
+	// aborted (each pins a snapshot of the backend): Checkpoint refuses
+	// one more with ErrTooManyPending. Default 8.
+	MaxPending int
+	// SkipDamaged lets Open take over a store whose newest manifest is
+	// damaged, from the newest intact one (Skipped names what was
+	// skipped); without it Open fails with ErrCorrupt naming the manifest.
+	SkipDamaged bool
+}
+
+// Store takes a backend's checkpoints and savepoints into a Storage and
+// restores them. It owns the storage: Open takes ownership, and from then
+// on a Store opened later on the same storage (another process, a restarted
+// job) fences this one, whose commits then fail with ErrFenced.
+//
+// Checkpoint, Savepoint, Confirm, Abort, Poll, Restore, SetRetention,
+// Cleanup and DeleteSavepoint run on the backend's writer goroutine; the
+// writing happens on goroutines of the store's own, which read only the
+// snapshots they were given, and the Checkpoint handles may be waited on
+// from any goroutine.
+type Store struct {
+	b      *cowstate.Backend
+	st     Storage
+	policy Policy
+	opts   Options
+	writer string // random id of this Store, in the manifests it commits
+
+	commitMu sync.Mutex // serializes commits: one manifest at a time
+
+	mu        sync.Mutex
+	current   *storeManifest // the newest manifest, committed by this Store
+	fenced    error          // set once another writer took the store
+	skipped   []string       // damaged manifests Open skipped
+	retention Retention
+	base      *checkpointBase        // last confirmed checkpoint, nil before the first
+	pending   map[uint64]*Checkpoint // taken, not yet confirmed or aborted
+	inUse     map[string]int         // objects cleanup must not touch (being written or read)
+	lastID    uint64                 // highest checkpoint id taken
+	lastSP    uint64                 // highest savepoint id taken
+}
+
+// checkpointBase is the last confirmed checkpoint: its manifest and its
+// snapshot, kept live so the next checkpoint can diff against it.
+type checkpointBase struct {
+	manifest *Manifest
+	snap     *cowstate.Snapshot
+	refs     int  // checkpoints diffing against it
+	retired  bool // no longer the base: release when refs reach 0
+}
+
+// Open takes ownership of the store in st for backend b: it reads the
+// newest manifest and commits the next one with the owner epoch raised, a
+// create-only write that fails if another writer committed first (then
+// Open tries again from that one). An empty storage becomes an empty store.
+// Cost: a listing, one or two manifest reads and one manifest write.
+// Writer goroutine of b.
+func Open(ctx context.Context, b *cowstate.Backend, st Storage, opts Options) (*Store, error) {
+	var nonce [8]byte
+	rand.Read(nonce[:])
+	s := &Store{
+		b: b, st: st, policy: opts.Policy.withDefaults(), opts: opts, retention: opts.Retention,
+		writer:  hex.EncodeToString(nonce[:]),
+		pending: map[uint64]*Checkpoint{}, inUse: map[string]int{},
+	}
+	if s.opts.MaxPending <= 0 {
+		s.opts.MaxPending = 8
+	}
+	for attempt := 0; ; attempt++ {
+		head, err := readHead(ctx, st, opts.SkipDamaged)
+		if err != nil {
+			return nil, err
+		}
+		next := &storeManifest{Format: manifestFormat}
+		if head.manifest != nil {
+			next = head.manifest.clone()
+		}
+		next.Seq = head.maxSeq + 1
+		next.Epoch = head.maxEpoch + 1
+		next.Writer = s.writer
+		next.Committed = time.Now().UTC()
+		next.Event = "open"
+		err = s.create(ctx, next)
+		if err == nil {
+			s.current, s.skipped = next, head.skipped
+			s.lastID, s.lastSP = next.LastCheckpoint, next.LastSavepoint
+			return s, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || attempt >= 10 {
+			return nil, storageErr("take ownership of "+st.String(), err)
+		}
+		// Another writer committed manifest next.Seq first: start over.
+	}
+}
+
+// create writes a manifest with a create-only write.
+func (s *Store) create(ctx context.Context, sm *storeManifest) error {
+	w, err := s.st.Create(ctx, manifestName(sm.Seq))
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(sm.encode()); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Commit()
+}
+
+// head is what the newest manifests of a storage say.
+type head struct {
+	manifest *storeManifest // newest intact (nil: none)
+	name     string
+	maxSeq   uint64   // highest manifest number present, intact or not
+	maxEpoch uint64   // highest epoch in any manifest or segment name
+	skipped  []string // newer manifests that are damaged
+	damage   []error
+}
+
+// readHead lists st and reads its newest manifest; a damaged newest
+// manifest is an ErrCorrupt naming it unless skipDamaged, which goes on to
+// the newest intact one.
+func readHead(ctx context.Context, st Storage, skipDamaged bool) (*head, error) {
+	names, err := st.List(ctx)
+	if err != nil {
+		return nil, storageErr("list "+st.String(), err)
+	}
+	h := &head{}
+	var seqs []uint64
+	for _, n := range names {
+		if seq, ok := manifestSeq(n); ok {
+			seqs = append(seqs, seq)
+			h.maxSeq = max(h.maxSeq, seq)
+		} else if e, ok := segmentEpoch(n); ok {
+			h.maxEpoch = max(h.maxEpoch, e)
+		}
+	}
+	slices.Sort(seqs)
+	for i := len(seqs) - 1; i >= 0; i-- {
+		name := manifestName(seqs[i])
+		sm, err := readManifest(ctx, st, name)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				return nil, err
+			}
+			h.damage = append(h.damage, err)
+			if !skipDamaged {
+				return nil, fmt.Errorf("%w (the newest manifest; an older one may be intact)", err)
+			}
+			h.skipped = append(h.skipped, name)
+			continue
+		}
+		h.manifest, h.name = sm, name
+		h.maxEpoch = max(h.maxEpoch, sm.Epoch)
+		break
+	}
+	return h, nil
+}
+
+func readManifest(ctx context.Context, st Storage, name string) (*storeManifest, error) {
+	f, err := st.Open(ctx, name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular) {
+			return nil, fmt.Errorf("%w: manifest %s: %w", ErrCorrupt, name, err)
+		}
+		return nil, storageErr("open manifest "+name, err)
+	}
+	defer f.Close()
+	if f.Size() > maxManifestSize {
+		return nil, fmt.Errorf("%w: manifest %s: %d bytes, more than a manifest can be", ErrCorrupt, name, f.Size())
+	}
+	b := make([]byte, f.Size())
+	if n, err := f.ReadAt(b, 0); n < len(b) {
+		return nil, storageErr("read manifest "+name, err)
+	}
+	return decodeManifest(name, b)
+}
+
+// Skipped returns the damaged manifests Open skipped (Options.SkipDamaged).
+func (s *Store) Skipped() []string { return slices.Clone(s.skipped) }
+
+// Storage returns the store's storage.
+func (s *Store) Storage() Storage { return s.st }
+
+// Checkpoints returns the manifests of the retained checkpoints, by
+// ascending id. Any goroutine.
+func (s *Store) Checkpoints() []*Manifest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.current.Checkpoints)
+}
+
+// Savepoints returns the manifests of the savepoints, by ascending id.
+func (s *Store) Savepoints() []*Manifest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.current.Savepoints)
+}
+
+// Checkpoint is one checkpoint or savepoint being written or written.
+type Checkpoint struct {
+	id        uint64
+	savepoint bool
+	done      chan struct{}
+	cancel    context.CancelFunc
+	snap      *cowstate.Snapshot // live until confirmed and replaced, or dropped
+	names     []string           // objects cleanup leaves alone while it runs
+	userMeta  []byte
+	progress  snapshot.Progress
+	capture   time.Duration
+
+	// Set before done is closed.
+	err      error
+	manifest *Manifest
+	write    time.Duration
+}
+
+// ID returns the checkpoint's id.
+func (cp *Checkpoint) ID() uint64 { return cp.id }
+
+// Done is closed when the checkpoint is committed or has failed.
+func (cp *Checkpoint) Done() <-chan struct{} { return cp.done }
+
+// Wait waits for the checkpoint and returns its error. Any goroutine.
+func (cp *Checkpoint) Wait() error {
+	<-cp.done
+	return cp.err
+}
+
+// Manifest returns the committed manifest (nil before Done or on failure).
+func (cp *Checkpoint) Manifest() *Manifest {
+	select {
+	case <-cp.done:
+		return cp.manifest
+	default:
+		return nil
+	}
+}
+
+// Progress returns the bytes and entries written so far. Any goroutine.
+func (cp *Checkpoint) Progress() (bytes, entries int64) {
+	return cp.progress.Bytes.Load(), cp.progress.Entries.Load()
+}
+
+// CaptureTime is the time the writer goroutine spent capturing.
+func (cp *Checkpoint) CaptureTime() time.Duration { return cp.capture }
+
+// WriteTime is the time from capture to commit (diff, encode, write, sync),
+// 0 before Done.
+func (cp *Checkpoint) WriteTime() time.Duration {
+	select {
+	case <-cp.done:
+		return cp.write
+	default:
+		return 0
+	}
+}
+
+// Checkpoint captures the backend (O(number of states)) and writes
+// checkpoint id in the background, full or incremental as the policy
+// decides; it returns at once. id must be above every checkpoint id this
+// store or an earlier owner ever committed (else ErrInvalid). The
+// checkpoint is restorable once its handle is Done without error; it
+// becomes the base of later deltas once confirmed (Confirm, or
+// Options.AutoConfirm). Writer goroutine only.
+func (s *Store) Checkpoint(ctx context.Context, id uint64) (*Checkpoint, error) {
+	return s.take(ctx, id, false, nil)
+}
+
+// CheckpointWith is Checkpoint with user metadata stored in the manifest
+// (Manifest.UserMeta), for what is not keyed state: source offsets,
+// watermarks, sink transaction ids. Restore returns it with the manifest.
+func (s *Store) CheckpointWith(ctx context.Context, id uint64, userMeta []byte) (*Checkpoint, error) {
+	return s.take(ctx, id, false, bytes.Clone(userMeta))
+}
+
+// Savepoint writes a savepoint: a canonical full snapshot in an object of
+// its own, which no checkpoint depends on and retention never deletes. Its
+// id space is separate from the checkpoints'; ids must increase as theirs
+// do, so a committed savepoint is never replaced. Writer goroutine only.
+func (s *Store) Savepoint(ctx context.Context, id uint64) (*Checkpoint, error) {
+	return s.take(ctx, id, true, nil)
+}
+
+func (s *Store) take(ctx context.Context, id uint64, savepoint bool, userMeta []byte) (*Checkpoint, error) {
+	s.settle()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fenced != nil {
+		return nil, s.fenced
+	}
+	epoch := s.current.Epoch
+	if savepoint {
+		if id <= s.lastSP {
+			return nil, fmt.Errorf("%w: savepoint id %d is not above %d, the newest taken", ErrInvalid, id, s.lastSP)
+		}
+		s.lastSP = id
+	} else {
+		if id <= s.lastID {
+			return nil, fmt.Errorf("%w: checkpoint id %d is not above %d, the newest taken", ErrInvalid, id, s.lastID)
+		}
+		if len(s.pending) >= s.opts.MaxPending {
+			return nil, fmt.Errorf("%w: %d checkpoints taken and neither confirmed nor aborted (oldest %d)", ErrTooManyPending, len(s.pending), s.oldestPending())
+		}
+		s.lastID = id
+	}
+	start := time.Now()
+	snap := s.b.Snapshot()
+	ctx, cancel := context.WithCancel(ctx)
+	cp := &Checkpoint{id: id, savepoint: savepoint, done: make(chan struct{}), cancel: cancel, snap: snap, capture: time.Since(start), userMeta: userMeta}
+	if savepoint {
+		cp.names = []string{savepointName(epoch, id)}
+		s.use(cp.names...)
+		go s.finish(cp, nil, func() (*Manifest, error) { return s.writeSavepoint(ctx, cp, epoch) })
+		return cp, nil
+	}
+	base := s.base
+	cp.names = []string{fullName(epoch, id)}
+	if base != nil && base.manifest.KeyGroups == s.b.KeyGroups() && !s.policy.AlwaysFull {
+		base.refs++
+		// The chain it reads, and the names its delta may take.
+		for _, seg := range base.manifest.Segments {
+			cp.names = append(cp.names, seg.Name, deltaName(epoch, seg.Target, id))
+		}
+	} else {
+		base = nil
+	}
+	s.pending[id] = cp
+	s.use(cp.names...)
+	go s.finish(cp, base, func() (*Manifest, error) { return s.writeCheckpoint(ctx, cp, base, epoch) })
+	return cp, nil
+}
+
+func (s *Store) oldestPending() uint64 {
+	var oldest uint64
+	for id := range s.pending {
+		if oldest == 0 || id < oldest {
+			oldest = id
+		}
+	}
+	return oldest
+}
+
+// finish runs a write on its own goroutine and records its outcome.
+func (s *Store) finish(cp *Checkpoint, base *checkpointBase, write func() (*Manifest, error)) {
+	start := time.Now()
+	m, err := write()
+	s.mu.Lock()
+	if base != nil {
+		base.refs--
+		s.releaseBase(base)
+	}
+	s.unuse(cp.names...)
+	if cp.savepoint || err != nil {
+		cp.snap.Release()
+		if s.pending[cp.id] == cp {
+			delete(s.pending, cp.id)
+		}
+	}
+	s.mu.Unlock()
+	cp.err, cp.manifest, cp.write = err, m, time.Since(start)
+	if err != nil {
+		cp.manifest = nil
+	}
+	cp.cancel()
+	close(cp.done)
+}
+
+// use and unuse count the names cleanup must leave alone; s.mu held.
+func (s *Store) use(names ...string) {
+	for _, n := range names {
+		s.inUse[n]++
+	}
+}
+
+func (s *Store) unuse(names ...string) {
+	for _, n := range names {
+		if s.inUse[n]--; s.inUse[n] <= 0 {
+			delete(s.inUse, n)
+		}
+	}
+}
+
+// releaseBase releases a retired base's snapshot once nothing diffs
+// against it; s.mu held.
+func (s *Store) releaseBase(b *checkpointBase) {
+	if b.retired && b.refs == 0 {
+		b.snap.Release()
+	}
+}
+
+// manifestOf starts the manifest of a checkpoint of cp's snapshot.
+func manifestOf(cp *Checkpoint, kind Kind, epoch uint64) *Manifest {
+	snap := cp.snap
+	st := snap.State()
+	m := &Manifest{UserMeta: cp.userMeta,
+		ID: cp.id, Kind: kind, Version: snap.Version(), Epoch: epoch,
+		MaxParallelism: st.MaxParallelism(), KeyGroups: st.KeyGroups(),
+		States: map[string]int{}, Timers: snap.TimerCount(),
+	}
+	for _, info := range st.States() {
+		m.States[info.Name] = st.Entries(info.Name)
+	}
+	return m
+}
+
+func (s *Store) writeSavepoint(ctx context.Context, cp *Checkpoint, epoch uint64) (*Manifest, error) {
+	m := manifestOf(cp, KindSavepoint, epoch)
+	seg, err := s.writeFull(ctx, cp, savepointName(epoch, cp.id), true)
+	if err != nil {
+		return nil, err
+	}
+	m.Segments = []Segment{seg}
+	return m, s.commit(ctx, fmt.Sprintf("savepoint %d", cp.id), func(next *storeManifest) error {
+		m.Committed = next.Committed
+		next.Savepoints = append(next.Savepoints, m)
+		slices.SortFunc(next.Savepoints, byID)
+		next.LastSavepoint = max(next.LastSavepoint, m.ID)
+		return nil
+	})
+}
+
+func byID(a, b *Manifest) int {
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}
+
+func (s *Store) writeFull(ctx context.Context, cp *Checkpoint, name string, savepoint bool) (Segment, error) {
+	size, sum, err := writeObject(ctx, s.st, name, func(w io.Writer) error {
+		write := cowstate.WriteSnapshot
+		if savepoint {
+			write = cowstate.WriteSavepoint
+		}
+		return write(ctx, w, cp.snap, &cp.progress)
+	})
+	return Segment{Name: name, Target: cp.id, Size: size, Sum: sumHex(sum)}, err
+}
+
+// writeCheckpoint decides full or incremental, writes the segment and
+// commits the manifest. It runs on the checkpoint's goroutine.
+func (s *Store) writeCheckpoint(ctx context.Context, cp *Checkpoint, base *checkpointBase, epoch uint64) (*Manifest, error) {
+	var m *Manifest
+	if base != nil {
+		var err error
+		if m, err = s.writeIncremental(ctx, cp, base, epoch); err != nil {
+			return nil, err
+		}
+	}
+	if m == nil {
+		m = manifestOf(cp, KindFull, epoch)
+		seg, err := s.writeFull(ctx, cp, fullName(epoch, cp.id), false)
+		if err != nil {
+			return nil, err
+		}
+		m.Segments = []Segment{seg}
+	}
+	return m, s.commit(ctx, fmt.Sprintf("%s checkpoint %d", m.Kind, cp.id), func(next *storeManifest) error {
+		m.Committed = next.Committed
+		next.Checkpoints = append(next.Checkpoints, m)
+		slices.SortFunc(next.Checkpoints, byID)
+		next.LastCheckpoint = max(next.LastCheckpoint, m.ID)
+		return nil
+	})
+}
+
+// commit commits the next manifest: the current one changed by change,
+// then pruned by the retention, written with a create-only write under the
+// next sequence number. If that number is taken by another writer, the
+// store is fenced: this commit and every later one fail with ErrFenced. On
+// success the objects no manifest needs any more are removed.
+func (s *Store) commit(ctx context.Context, event string, change func(next *storeManifest) error) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		if s.fenced != nil {
+			s.mu.Unlock()
+			return s.fenced
+		}
+		next := s.current.clone()
+		next.Seq++
+		next.Writer, next.Committed, next.Event = s.writer, time.Now().UTC(), event
+		if err := change(next); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		s.retain(next)
+		s.mu.Unlock()
+
+		err := s.create(ctx, next)
+		if err == nil {
+			s.mu.Lock()
+			s.current = next
+			s.mu.Unlock()
+			s.removeGarbage(ctx)
+			return nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return storageErr("commit manifest "+manifestName(next.Seq), err)
+		}
+		// The number is taken. Ours from an attempt whose outcome was
+		// lost (a failed sync, a retried request): adopt it and go on.
+		// Another writer's: we are fenced.
+		other, rerr := readManifest(ctx, s.st, manifestName(next.Seq))
+		s.mu.Lock()
+		switch {
+		case rerr == nil && other.Writer == s.writer && attempt < 3:
+			s.current = other
+			s.mu.Unlock()
+			continue
+		case rerr == nil:
+			s.fenced = fmt.Errorf("%w: manifest %s of %s was committed by owner epoch %d (this store is epoch %d)",
+				ErrFenced, manifestName(next.Seq), s.st, other.Epoch, s.current.Epoch)
+		default:
+			s.fenced = fmt.Errorf("%w: manifest %s of %s was committed by another writer (%v)",
+				ErrFenced, manifestName(next.Seq), s.st, rerr)
+		}
+		s.mu.Unlock()
+		return s.fenced
+	}
+}
+
+// retain drops from next the checkpoints the retention no longer keeps;
+// s.mu held.
+func (s *Store) retain(next *storeManifest) {
+	keep := map[uint64]bool{}
+	for _, id := range s.retention.Pinned {
+		keep[id] = true
+	}
+	if s.base != nil {
+		keep[s.base.manifest.ID] = true
+	}
+	for id := range s.pending {
+		keep[id] = true
+	}
+	keepLast := max(s.retention.KeepLast, 1)
+	cps := next.Checkpoints[:0:0]
+	for i, m := range next.Checkpoints {
+		if len(next.Checkpoints)-i <= keepLast || keep[m.ID] {
+			cps = append(cps, m)
+		}
+	}
+	next.Checkpoints = cps
+}
+
+// keptManifests is how many older manifests cleanup leaves beside the
+// newest, for an operator to fall back on if the newest is damaged.
+const keptManifests = 3
+
+// removeGarbage removes the objects of this store's epoch or older that the
+// current manifest does not reference and no write or read in progress
+// uses: segments of dropped checkpoints, of failed or aborted ones,
+// temporary files a crash left behind, and manifests older than the newest
+// few. Objects of a newer epoch belong to a newer owner and are never
+// touched. Failures are left for the next cleanup. Runs after a commit.
+func (s *Store) removeGarbage(ctx context.Context) error {
+	s.mu.Lock()
+	if s.fenced != nil {
+		s.mu.Unlock()
+		return s.fenced
+	}
+	cur := s.current
+	referenced := map[string]bool{}
+	for _, m := range append(slices.Clone(cur.Checkpoints), cur.Savepoints...) {
+		for _, seg := range m.Segments {
+			referenced[seg.Name] = true
+		}
+	}
+	inUse := make(map[string]bool, len(s.inUse)) // before listing: see take
+	for n := range s.inUse {
+		inUse[n] = true
+	}
+	s.mu.Unlock()
+
+	names, err := s.st.List(ctx)
+	if err != nil {
+		return storageErr("cleanup: list "+s.st.String(), err)
+	}
+	var errs []error
+	for _, n := range names {
+		base := baseName(n)
+		if referenced[n] || inUse[base] {
+			continue
+		}
+		if seq, ok := manifestSeq(base); ok {
+			if seq+keptManifests >= cur.Seq {
+				continue
+			}
+		} else if e, ok := segmentEpoch(base); !ok || !isSegment(base) || e > cur.Epoch {
+			continue // not ours, or a newer owner's
+		}
+		if err := s.st.Remove(ctx, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, storageErr("cleanup: remove "+n, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// settle confirms, with Options.AutoConfirm, the checkpoints that are
+// durable, in id order. Writer goroutine.
+func (s *Store) settle() {
+	if !s.opts.AutoConfirm {
+		return
+	}
+	s.mu.Lock()
+	var ids []uint64
+	for id, cp := range s.pending {
+		select {
+		case <-cp.done:
+			if cp.err == nil {
+				ids = append(ids, id)
+			}
+		default:
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(ids)
+	if len(ids) > 0 {
+		s.confirm(ids[len(ids)-1]) // confirming the newest subsumes the older
+	}
+}
+
+// Poll picks up what finished in the background: with Options.AutoConfirm
+// it confirms the checkpoints that are durable. A job that takes no
+// checkpoint for a while calls it to let the store move on. Writer
+// goroutine only.
+func (s *Store) Poll() { s.settle() }
+
+// Confirm makes checkpoint id, which must be Done without error, the base
+// of the next incremental checkpoints, and drops the checkpoints taken
+// before it that were never confirmed (they stay restorable until
+// retention removes them, at the next commit). It does no I/O. Writer
+// goroutine only.
+func (s *Store) Confirm(id uint64) error {
+	s.settle()
+	s.mu.Lock()
+	cp, ok := s.pending[id]
+	fenced := s.fenced
+	s.mu.Unlock()
+	switch {
+	case fenced != nil:
+		return fenced
+	case !ok:
+		return fmt.Errorf("%w: confirm of checkpoint %d, which is not pending", ErrInvalid, id)
+	}
+	select {
+	case <-cp.done:
+	default:
+		return fmt.Errorf("%w: confirm of checkpoint %d, still being written (wait for it, or use Options.AutoConfirm)", ErrInvalid, id)
+	}
+	if cp.err != nil {
+		return fmt.Errorf("%w: confirm of checkpoint %d, which failed: %w", ErrInvalid, id, cp.err)
+	}
+	s.confirm(id)
+	return nil
+}
+
+func (s *Store) confirm(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cp := s.pending[id]
+	if s.base != nil {
+		s.base.retired = true
+		s.releaseBase(s.base)
+	}
+	s.base = &checkpointBase{manifest: cp.manifest, snap: cp.snap}
+	delete(s.pending, id)
+	for other, p := range s.pending {
+		if other < id {
+			s.dropLocked(p)
+		}
+	}
+}
+
+// dropLocked forgets a pending checkpoint: cancels it if it is being
+// written and releases its snapshot once it is done; s.mu held.
+func (s *Store) dropLocked(cp *Checkpoint) {
+	delete(s.pending, cp.id)
+	cp.cancel()
+	select {
+	case <-cp.done:
+		cp.snap.Release()
+	default:
+		go func() {
+			<-cp.done
+			cp.snap.Release()
+		}()
+	}
+}
+
+// Abort gives up checkpoint id: it is cancelled if still being written,
+// never serves as a base, and if it was committed a manifest without it is
+// committed, so it is no longer restorable. Writer goroutine only.
+func (s *Store) Abort(ctx context.Context, id uint64) error {
+	s.settle()
+	s.mu.Lock()
+	cp, ok := s.pending[id]
+	if ok {
+		s.dropLocked(cp)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: abort of checkpoint %d, which is not pending", ErrInvalid, id)
+	}
+	<-cp.done
+	if cp.err != nil {
+		return nil
+	}
+	return s.commit(ctx, fmt.Sprintf("abort checkpoint %d", id), func(next *storeManifest) error {
+		next.Checkpoints = slices.DeleteFunc(next.Checkpoints, func(m *Manifest) bool { return m.ID == id })
+		return nil
+	})
+}
+
+// SetPolicy replaces the policy; it applies from the next checkpoint.
+// Writer goroutine only.
+func (s *Store) SetPolicy(p Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policy = p.withDefaults()
+}
+
+// SetRetention replaces the retention and applies it at once (a commit if
+// it drops a checkpoint). Writer goroutine only.
+func (s *Store) SetRetention(ctx context.Context, r Retention) error {
+	s.mu.Lock()
+	s.retention = Retention{KeepLast: r.KeepLast, Pinned: slices.Clone(r.Pinned)}
+	s.mu.Unlock()
+	return s.Cleanup(ctx)
+}
+
+// Cleanup applies the retention now (a commit if it drops a checkpoint)
+// and removes the objects no manifest needs. Checkpoints apply it anyway
+// at each commit. Writer goroutine only.
+func (s *Store) Cleanup(ctx context.Context) error {
+	s.settle()
+	s.mu.Lock()
+	next := s.current.clone()
+	s.retain(next)
+	drops := len(next.Checkpoints) != len(s.current.Checkpoints)
+	s.mu.Unlock()
+	if drops {
+		return s.commit(ctx, "retention", func(*storeManifest) error { return nil })
+	}
+	return s.removeGarbage(ctx)
+}
+
+// DeleteSavepoint commits a manifest without savepoint id; its object is
+// removed. Writer goroutine only.
+func (s *Store) DeleteSavepoint(ctx context.Context, id uint64) error {
+	s.mu.Lock()
+	has := s.current.savepoint(id) != nil
+	s.mu.Unlock()
+	if !has {
+		return fmt.Errorf("%w: savepoint %d", ErrNoCheckpoint, id)
+	}
+	return s.commit(ctx, fmt.Sprintf("delete savepoint %d", id), func(next *storeManifest) error {
+		next.Savepoints = slices.DeleteFunc(next.Savepoints, func(m *Manifest) bool { return m.ID == id })
+		return nil
+	})
+}
+
+// Close gives up the store: pending checkpoints are cancelled and waited
+// for, and every snapshot the store holds is released. The storage keeps
+// what was committed; another Store may open it. Writer goroutine only.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	var wait []*Checkpoint
+	for _, cp := range s.pending {
+		wait = append(wait, cp)
+		s.dropLocked(cp)
+	}
+	if s.base != nil {
+		s.base.retired = true
+		s.releaseBase(s.base)
+		s.base = nil
+	}
+	s.mu.Unlock()
+	for _, cp := range wait {
+		<-cp.done
+		cp.snap.Release() // idempotent: before dropLocked's goroutine
+	}
+	return nil
+}
