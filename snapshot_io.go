@@ -108,13 +108,11 @@ func (w *Write) Progress() (bytes, entries int64) {
 // service in the file must be registered on b with the same kind and codecs,
 // and the max parallelism must match (else an error matching
 // snapshot.ErrMismatch); bad bytes give snapshot.ErrCorrupt or
-// statetable.ErrDecode. Restore into a backend that has no state yet: what
-// it restores is added to what is there. Writer goroutine only.
+// statetable.ErrDecode. b must hold nothing yet (else ErrNotEmpty), and a
+// restore that fails part way leaves it empty: it is RestoreChains of one
+// chain with no delta. Writer goroutine only.
 func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
-	if err := b.checkMeta(r.Meta()); err != nil {
-		return err
-	}
-	return r.Restore(ctx, sink{b}, b.KeyGroups())
+	return b.RestoreChains(ctx, Chain{Full: r})
 }
 
 // checkMeta checks that the states and timer services of a file's metadata
