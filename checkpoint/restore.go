@@ -155,7 +155,9 @@ type Source struct {
 // it merges the key-group ranges of several stores into one backend
 // (scale-in); their key groups within b's must not overlap (ErrMismatch).
 // All or nothing, with the checks of Store.Restore. It returns the
-// manifests restored, in the order of the sources. Writer goroutine of b.
+// manifests restored, in the order of the sources. A store whose owner is
+// running may drop the checkpoint while it is read (its retention): pin it
+// there (Retention.Pinned) first. Writer goroutine of b.
 func RestoreFrom(ctx context.Context, b *cowstate.Backend, sources ...Source) ([]*Manifest, error) {
 	srcs := make([]source, len(sources))
 	ms := make([]*Manifest, len(sources))
