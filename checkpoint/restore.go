@@ -51,6 +51,10 @@ func (s *Store) restore(ctx context.Context, m *Manifest) error {
 		s.mu.Unlock()
 	}()
 	if err := restoreAll(ctx, s.b, []source{{s.st, m}}); err != nil {
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrStorage) {
+			// A newer owner's cleanup may have removed what it read.
+			return s.fencedCause(err)
+		}
 		return err
 	}
 	s.mu.Lock()

@@ -113,6 +113,7 @@ type Store struct {
 	mu        sync.Mutex
 	current   *storeManifest // the newest manifest, committed by this Store
 	fenced    error          // set once another writer took the store
+	unsure    bool           // a commit failed without saying whether it wrote its manifest
 	skipped   []string       // damaged manifests Open skipped
 	retention Retention
 	base      *checkpointBase        // last confirmed checkpoint, nil before the first
@@ -168,16 +169,27 @@ func Open(ctx context.Context, b *cowstate.Backend, st Storage, opts Options) (*
 			s.lastID, s.lastSP = next.LastCheckpoint, next.LastSavepoint
 			return s, nil
 		}
-		if !errors.Is(err, fs.ErrExist) || attempt >= 10 {
+		if !(errors.Is(err, fs.ErrExist) || errors.Is(err, errSuperseded)) || attempt >= 10 {
 			return nil, storageErr("take ownership of "+st.String(), err)
 		}
 		// Another writer committed manifest next.Seq first: start over.
 	}
 }
 
-// create writes a manifest with a create-only write.
+// errSuperseded: a manifest was created under a number that a newer owner
+// had already used and its cleanup had since removed.
+var errSuperseded = errors.New("a newer manifest exists")
+
+// create writes a manifest with a create-only write. A create under a
+// number that was used and then removed by a newer owner's cleanup would
+// succeed, so it then checks that the manifest before it is still there:
+// cleanup removes manifests oldest first and keeps the newest few, so if
+// the previous one is gone, a newer owner went past this number; the
+// manifest is removed again and the error matches errSuperseded. Costs one
+// extra open per commit.
 func (s *Store) create(ctx context.Context, sm *storeManifest) error {
-	w, err := s.st.Create(ctx, manifestName(sm.Seq))
+	name := manifestName(sm.Seq)
+	w, err := s.st.Create(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -185,7 +197,22 @@ func (s *Store) create(ctx context.Context, sm *storeManifest) error {
 		w.Abort()
 		return err
 	}
-	return w.Commit()
+	if err := w.Commit(); err != nil {
+		return err
+	}
+	if sm.Seq <= 1 {
+		return nil
+	}
+	prev, err := s.st.Open(ctx, manifestName(sm.Seq-1))
+	if err == nil {
+		prev.Close()
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		s.st.Remove(ctx, name) // best effort: readers take the newest anyway
+		return fmt.Errorf("%w: %s was created after %s was removed", errSuperseded, name, manifestName(sm.Seq-1))
+	}
+	return err
 }
 
 // head is what the newest manifests of a storage say.
@@ -426,6 +453,9 @@ func (s *Store) oldestPending() uint64 {
 func (s *Store) finish(cp *Checkpoint, base *checkpointBase, write func() (*Manifest, error)) {
 	start := time.Now()
 	m, err := write()
+	if err != nil && !errors.Is(err, ErrFenced) && !errors.Is(err, context.Canceled) {
+		err = s.fencedCause(err)
+	}
 	s.mu.Lock()
 	if base != nil {
 		base.refs--
@@ -445,6 +475,24 @@ func (s *Store) finish(cp *Checkpoint, base *checkpointBase, write func() (*Mani
 	}
 	cp.cancel()
 	close(cp.done)
+}
+
+// fencedCause tells a write that failed because another owner took the
+// store (whose cleanup removes what a fenced writer was writing) from any
+// other failure: if a newer owner committed, the store is fenced and the
+// error says so. Costs a listing and a manifest read, on failures only.
+func (s *Store) fencedCause(err error) error {
+	h, herr := readHead(context.Background(), s.st, true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fenced == nil && herr == nil && h.manifest != nil && h.manifest.Seq > s.current.Seq && h.manifest.Writer != s.writer {
+		s.fenced = fmt.Errorf("%w: manifest %s of %s was committed by owner epoch %d (this store is epoch %d)",
+			ErrFenced, h.name, s.st, h.manifest.Epoch, s.current.Epoch)
+	}
+	if s.fenced != nil {
+		return fmt.Errorf("%w (the write failed: %v)", s.fenced, err)
+	}
+	return err
 }
 
 // use and unuse count the names cleanup must leave alone; s.mu held.
@@ -581,7 +629,18 @@ func (s *Store) commit(ctx context.Context, event string, change func(next *stor
 			s.removeGarbage(ctx)
 			return nil
 		}
+		if errors.Is(err, errSuperseded) {
+			s.mu.Lock()
+			s.fenced = fmt.Errorf("%w: %s: %v", ErrFenced, s.st, err)
+			s.mu.Unlock()
+			return s.fenced
+		}
 		if !errors.Is(err, fs.ErrExist) {
+			// The manifest may have been written all the same: until
+			// that is settled, cleanup must not remove what it references.
+			s.mu.Lock()
+			s.unsure = true
+			s.mu.Unlock()
 			return storageErr("commit manifest "+manifestName(next.Seq), err)
 		}
 		// The number is taken. Ours from an attempt whose outcome was
@@ -597,9 +656,12 @@ func (s *Store) commit(ctx context.Context, event string, change func(next *stor
 		case rerr == nil:
 			s.fenced = fmt.Errorf("%w: manifest %s of %s was committed by owner epoch %d (this store is epoch %d)",
 				ErrFenced, manifestName(next.Seq), s.st, other.Epoch, s.current.Epoch)
-		default:
+		case errors.Is(rerr, ErrCorrupt):
 			s.fenced = fmt.Errorf("%w: manifest %s of %s was committed by another writer (%v)",
 				ErrFenced, manifestName(next.Seq), s.st, rerr)
+		default: // cannot tell whose it is: try again at the next commit
+			s.mu.Unlock()
+			return storageErr("commit manifest "+manifestName(next.Seq), rerr)
 		}
 		s.mu.Unlock()
 		return s.fenced
@@ -640,6 +702,9 @@ const keptManifests = 3
 // few. Objects of a newer epoch belong to a newer owner and are never
 // touched. Failures are left for the next cleanup. Runs after a commit.
 func (s *Store) removeGarbage(ctx context.Context) error {
+	if err := s.settleUnsure(ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if s.fenced != nil {
 		s.mu.Unlock()
@@ -663,13 +728,17 @@ func (s *Store) removeGarbage(ctx context.Context) error {
 		return storageErr("cleanup: list "+s.st.String(), err)
 	}
 	var errs []error
+	// Manifests go oldest first (List sorts them), and a failure stops
+	// their removal: the manifests removed are always the oldest ones,
+	// which create relies on to detect a reused number.
+	manifestsOK := true
 	for _, n := range names {
 		base := baseName(n)
 		if referenced[n] || inUse[base] {
 			continue
 		}
-		if seq, ok := manifestSeq(base); ok {
-			if seq+keptManifests >= cur.Seq {
+		if seq, ok := manifestSeq(n); ok {
+			if !manifestsOK || seq+keptManifests >= cur.Seq {
 				continue
 			}
 		} else if e, ok := segmentEpoch(base); !ok || !isSegment(base) || e > cur.Epoch {
@@ -677,9 +746,41 @@ func (s *Store) removeGarbage(ctx context.Context) error {
 		}
 		if err := s.st.Remove(ctx, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, storageErr("cleanup: remove "+n, err))
+			if _, ok := manifestSeq(n); ok {
+				manifestsOK = false
+			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// settleUnsure finds out whether a commit that failed without a clear
+// answer wrote its manifest after all: if the next number holds this
+// store's manifest, it is the current one; if it holds nothing, the
+// commit did not happen; another writer's means the store is fenced.
+func (s *Store) settleUnsure(ctx context.Context) error {
+	s.mu.Lock()
+	unsure, seq := s.unsure, s.current.Seq+1
+	s.mu.Unlock()
+	if !unsure {
+		return nil
+	}
+	sm, err := readManifest(ctx, s.st, manifestName(seq))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil && sm.Writer == s.writer:
+		s.current, s.unsure = sm, false
+	case err == nil:
+		s.fenced = fmt.Errorf("%w: manifest %s of %s was committed by owner epoch %d (this store is epoch %d)",
+			ErrFenced, manifestName(seq), s.st, sm.Epoch, s.current.Epoch)
+		return s.fenced
+	case errors.Is(err, fs.ErrNotExist):
+		s.unsure = false
+	default:
+		return fmt.Errorf("cleanup postponed: the outcome of commit %s is not known: %w", manifestName(seq), err)
+	}
+	return nil
 }
 
 // settle confirms, with Options.AutoConfirm, the checkpoints that are
