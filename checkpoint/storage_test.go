@@ -14,16 +14,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gocloud.dev/blob/memblob"
 )
 
 var bg = context.Background()
 
-// faultStorage wraps a MemStorage and fails, or crashes at, its n-th
+// faultStorage wraps a Storage and fails, or crashes at, its n-th
 // operation (Create, Commit, Open, Remove, List each count one). After a
-// crash every operation fails, and afterCrash gives what a restarted
-// process finds: what was committed before the crash.
+// crash every operation through it fails; afterCrash gives what a
+// restarted process finds: the same storage, through a new wrapper, with
+// what was committed before the crash (every storage here makes an object
+// durable when its commit returns).
 type faultStorage struct {
-	*MemStorage
+	Storage
 	mu      sync.Mutex
 	ops     int
 	faultAt int // 0: none
@@ -33,7 +37,9 @@ type faultStorage struct {
 
 var errInjected = errors.New("injected fault")
 
-func newFaultStorage() *faultStorage { return &faultStorage{MemStorage: Memory()} }
+func newFaultStorage() *faultStorage { return &faultStorage{Storage: Memory()} }
+
+func faulty(st Storage) *faultStorage { return &faultStorage{Storage: st} }
 
 func (s *faultStorage) op(what string) error {
 	s.mu.Lock()
@@ -68,21 +74,13 @@ func (s *faultStorage) count() int {
 	return s.ops
 }
 
-func (s *faultStorage) afterCrash() *faultStorage {
-	img := newFaultStorage()
-	s.MemStorage.mu.Lock()
-	defer s.MemStorage.mu.Unlock()
-	for n, b := range s.objects {
-		img.objects[n] = bytes.Clone(b)
-	}
-	return img
-}
+func (s *faultStorage) afterCrash() *faultStorage { return faulty(s.Storage) }
 
 func (s *faultStorage) Create(ctx context.Context, name string) (ObjectWriter, error) {
 	if err := s.op("create " + name); err != nil {
 		return nil, err
 	}
-	w, err := s.MemStorage.Create(ctx, name)
+	w, err := s.Storage.Create(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -107,21 +105,21 @@ func (s *faultStorage) Open(ctx context.Context, name string) (ObjectReader, err
 	if err := s.op("open " + name); err != nil {
 		return nil, err
 	}
-	return s.MemStorage.Open(ctx, name)
+	return s.Storage.Open(ctx, name)
 }
 
 func (s *faultStorage) Remove(ctx context.Context, name string) error {
 	if err := s.op("remove " + name); err != nil {
 		return err
 	}
-	return s.MemStorage.Remove(ctx, name)
+	return s.Storage.Remove(ctx, name)
 }
 
 func (s *faultStorage) List(ctx context.Context) ([]string, error) {
 	if err := s.op("list"); err != nil {
 		return nil, err
 	}
-	return s.MemStorage.List(ctx)
+	return s.Storage.List(ctx)
 }
 
 // put replaces an object's bytes, as damage or another writer would.
@@ -137,22 +135,31 @@ func (m *MemStorage) get(name string) []byte {
 	return bytes.Clone(m.objects[name])
 }
 
+// storages are the storages every storage-level test runs on: a directory,
+// memory, and a gocloud.dev bucket (in memory here; the S3 tests add a real
+// server).
+var storages = map[string]func(t testing.TB) Storage{
+	"dir": func(t testing.TB) Storage {
+		d, err := Dir(filepath.Join(t.TempDir(), "store"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	},
+	"mem": func(testing.TB) Storage { return Memory() },
+	"bucket": func(t testing.TB) Storage {
+		b := memblob.OpenBucket(nil)
+		t.Cleanup(func() { b.Close() })
+		return Bucket(b, "mem://")
+	},
+}
+
 // TestStorage_Conformance: what the store needs of a storage, on each
 // implementation: a committed object reads back whole; an uncommitted or
 // aborted one does not exist; a create-only commit of a taken name fails
 // with fs.ErrExist and leaves the object as it was, also when several
 // writers race for one name; a missing object is fs.ErrNotExist.
 func TestStorage_Conformance(t *testing.T) {
-	storages := map[string]func(t *testing.T) Storage{
-		"dir": func(t *testing.T) Storage {
-			d, err := Dir(filepath.Join(t.TempDir(), "store"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
-		},
-		"mem": func(*testing.T) Storage { return Memory() },
-	}
 	for name, open := range storages {
 		t.Run(name, func(t *testing.T) {
 			st := open(t)

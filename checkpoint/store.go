@@ -189,16 +189,26 @@ var errSuperseded = errors.New("a newer manifest exists")
 // extra open per commit.
 func (s *Store) create(ctx context.Context, sm *storeManifest) error {
 	name := manifestName(sm.Seq)
-	w, err := s.st.Create(ctx, name)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(sm.encode()); err != nil {
-		w.Abort()
-		return err
-	}
-	if err := w.Commit(); err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		w, err := s.st.Create(ctx, name)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(sm.encode()); err != nil {
+			w.Abort()
+			return err
+		}
+		err = w.Commit()
+		if errors.Is(err, errConflict) && attempt < 5 {
+			// Two creates of this number met: write again to learn
+			// whether one of them won (then: exists).
+			time.Sleep(time.Duration(10<<attempt) * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	if sm.Seq <= 1 {
 		return nil

@@ -200,8 +200,14 @@ func onlyReferenced(t testing.TB, st Storage) {
 // exactly, and a new owner's cleanup leaves only referenced objects; after
 // a plain failure, the store goes on working.
 func TestStore_FaultInjection(t *testing.T) {
+	for name, storage := range storages {
+		t.Run(name, func(t *testing.T) { faultInjection(t, storage) })
+	}
+}
+
+func faultInjection(t *testing.T, storage func(testing.TB) Storage) {
 	scenario := func(t *testing.T, faultAt int, crash bool) (ops int) {
-		st := newFaultStorage()
+		st := faulty(storage(t))
 		j := testjob.New(t, 16, nil)
 		j.Load(100, 1)
 		s := open(t, j, st, Options{Retention: Retention{KeepLast: 1},
@@ -290,8 +296,14 @@ func TestStore_FaultInjection(t *testing.T) {
 // after it (ErrFenced), and the second goes on from what was committed.
 // Faults at every operation of the takeover do not change that.
 func TestStore_TwoOwnersRacing(t *testing.T) {
+	for name, storage := range storages {
+		t.Run(name, func(t *testing.T) { twoOwnersRacing(t, storage) })
+	}
+}
+
+func twoOwnersRacing(t *testing.T, storage func(testing.TB) Storage) {
 	for at := 0; at <= 12; at++ {
-		st := newFaultStorage()
+		st := faulty(storage(t))
 		a := testjob.New(t, 16, nil)
 		a.Load(100, 1)
 		sa := open(t, a, st, Options{Retention: Retention{KeepLast: 2}})
@@ -466,7 +478,8 @@ func TestStore_SameSizeOtherContent(t *testing.T) {
 // object.
 func TestStore_RandomHistories(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		st := newFaultStorage()
+		kind := rapid.SampledFrom([]string{"mem", "bucket"}).Draw(rt, "storage")
+		st := faulty(storages[kind](t))
 		j := testjob.New(t, 16, nil)
 		policy := Policy{MaxChainLength: rapid.IntRange(1, 4).Draw(rt, "max chain"),
 			MaxDeltaShare: 10, MaxChainShare: 100, MaxChangeShare: 1} // small states: deltas must not turn full

@@ -1,0 +1,74 @@
+// Package storeurl opens a checkpoint store's Storage from a URL:
+//
+//	/path/to/dir or file:///path/to/dir   a local directory (checkpoint.Dir)
+//	mem://                                memory (gocloud.dev memblob)
+//	s3://bucket?prefix=jobs/a/&region=... S3 or an S3-compatible server
+//	gs://bucket?prefix=...                Google Cloud Storage
+//	azblob://container?prefix=...         Azure Blob Storage
+//
+// Object storage goes through gocloud.dev/blob; the query parameters are
+// its drivers' (for an S3-compatible server on loopback:
+// endpoint=http://127.0.0.1:PORT&use_path_style=true&disable_https=true&
+// region=us-east-1&request_checksum_calculation=when_required, besides
+// prefix). Credentials come from each service's standard environment (for
+// S3: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), never from the URL.
+// A file:// URL opens checkpoint.Dir, not gocloud.dev's fileblob, whose
+// create-only write is not atomic.
+//
+// This package links the S3, GCS and Azure SDKs: a program that needs
+// only a directory imports package checkpoint alone.
+package storeurl
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/cowstate/cowstate/checkpoint"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/azureblob" // azblob://
+	_ "gocloud.dev/blob/gcsblob"   // gs://
+	_ "gocloud.dev/blob/memblob"   // mem://
+	_ "gocloud.dev/blob/s3blob"    // s3://
+)
+
+// Open opens the storage at rawURL (see the package documentation). For
+// object storage the bucket stays open for the life of the program. The
+// errors match checkpoint.ErrStorage and name the URL without its query.
+func Open(ctx context.Context, rawURL string) (checkpoint.Storage, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" || len(u.Scheme) == 1 { // C:\ on Windows is a path
+		return checkpoint.Dir(rawURL)
+	}
+	if u.Scheme == "file" {
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("%w: %s: a file URL names a local path (file:///path)", checkpoint.ErrStorage, Redact(rawURL))
+		}
+		return checkpoint.Dir(u.Path)
+	}
+	b, err := blob.OpenBucket(ctx, rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: open %s: %v", checkpoint.ErrStorage, Redact(rawURL), redactErr(err, rawURL))
+	}
+	return checkpoint.Bucket(b, Redact(rawURL)), nil
+}
+
+// Redact returns rawURL without user information, and with only the prefix
+// of its query, for messages: scheme, host, path, prefix.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if p := u.Query().Get("prefix"); p != "" {
+		r.RawQuery = "prefix=" + url.QueryEscape(p)
+	}
+	return r.String()
+}
+
+// redactErr keeps a driver's error from repeating the full URL.
+func redactErr(err error, rawURL string) string {
+	return strings.ReplaceAll(err.Error(), rawURL, Redact(rawURL))
+}
