@@ -50,7 +50,7 @@ func (s *Store) writeIncremental(ctx context.Context, cp *Checkpoint, base *chec
 		keep := len(chain) - k
 		ds := make([]*delta.Delta, 0, k+1)
 		for _, seg := range chain[keep:] {
-			prev, err := readDelta(ctx, s.st, seg, nil)
+			prev, err := readDelta(ctx, s.st, seg, nil, nil)
 			if err != nil {
 				return nil, fmt.Errorf("merge of the chain of checkpoint %d: %w", base.manifest.ID, err)
 			}
@@ -85,7 +85,11 @@ func (s *Store) writeIncremental(ctx context.Context, cp *Checkpoint, base *chec
 	if err != nil {
 		return nil, err
 	}
-	m.Segments = append(slices.Clone(chain), Segment{Name: name, Delta: true, Base: segBase, Target: cp.id, Size: n, Sum: sumHex(sum)})
+	seg := Segment{Name: name, Delta: true, Base: segBase, Target: cp.id, Size: n, Sum: sumHex(sum)}
+	if seg.Skeleton, err = skeletonSum(ctx, s.st, seg, file); err != nil {
+		return nil, err
+	}
+	m.Segments = append(slices.Clone(chain), seg)
 	return m, nil
 }
 

@@ -60,6 +60,10 @@ type Segment struct {
 	Target uint64 `json:"target"`         // the checkpoint it produces
 	Size   int64  `json:"size"`
 	Sum    string `json:"xxhash64"` // of the whole object, hex
+	// Skeleton is the xxhash64 of what a reader reads before the sections
+	// (header, index, footer): it lets a restore of some key groups read
+	// only their sections, each checked against the index.
+	Skeleton string `json:"skeleton_xxhash64,omitempty"`
 }
 
 // Size returns the bytes of all the manifest's segments.
@@ -91,7 +95,7 @@ func (m *Manifest) check() error {
 		return fmt.Errorf("%s %d: key groups %v of max parallelism %d", m.Kind, m.ID, m.KeyGroups, m.MaxParallelism)
 	}
 	for i, s := range m.Segments {
-		if !validName(s.Name) || !isSegment(s.Name) || s.Size < 0 || len(s.Sum) != 16 {
+		if !validName(s.Name) || !isSegment(s.Name) || s.Size < 0 || len(s.Sum) != 16 || (s.Skeleton != "" && len(s.Skeleton) != 16) {
 			return fmt.Errorf("%s %d: segment %d (%q) is not a segment reference", m.Kind, m.ID, i, s.Name)
 		}
 		if i > 0 && (!s.Delta || s.Base != m.Segments[i-1].Target) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/delta"
@@ -50,7 +51,7 @@ func (s *Store) restore(ctx context.Context, m *Manifest) error {
 		s.unuse(segmentNames(m)...)
 		s.mu.Unlock()
 	}()
-	if err := restoreAll(ctx, s.b, []source{{s.st, m}}); err != nil {
+	if err := restoreAll(ctx, s.b, []source{{s.st, m}}, nil); err != nil {
 		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrStorage) {
 			// A newer owner's cleanup may have removed what it read.
 			return s.fencedCause(err)
@@ -163,6 +164,18 @@ type Source struct {
 // running may drop the checkpoint while it is read (its retention): pin it
 // there (Retention.Pinned) first. Writer goroutine of b.
 func RestoreFrom(ctx context.Context, b *cowstate.Backend, sources ...Source) ([]*Manifest, error) {
+	return restoreFrom(ctx, b, sources, nil)
+}
+
+// RestoreCounting is RestoreFrom that also returns the bytes it read from
+// the storages (the metric of BenchmarkRestoreRange).
+func RestoreCounting(ctx context.Context, b *cowstate.Backend, sources ...Source) ([]*Manifest, int64, error) {
+	var fetched atomic.Int64
+	ms, err := restoreFrom(ctx, b, sources, &fetched)
+	return ms, fetched.Load(), err
+}
+
+func restoreFrom(ctx context.Context, b *cowstate.Backend, sources []Source, fetched *atomic.Int64) ([]*Manifest, error) {
 	srcs := make([]source, len(sources))
 	ms := make([]*Manifest, len(sources))
 	for i, src := range sources {
@@ -179,7 +192,7 @@ func RestoreFrom(ctx context.Context, b *cowstate.Backend, sources ...Source) ([
 		}
 		srcs[i], ms[i] = source{src.Storage, m}, m
 	}
-	if err := restoreAll(ctx, b, srcs); err != nil {
+	if err := restoreAll(ctx, b, srcs, fetched); err != nil {
 		return nil, err
 	}
 	return ms, nil
@@ -192,7 +205,12 @@ type source struct {
 
 // restoreAll reads and checks every segment of every source, then restores
 // them into b all or nothing.
-func restoreAll(ctx context.Context, b *cowstate.Backend, srcs []source) error {
+//
+// A backend that owns only part of a checkpoint's key groups reads only
+// their sections, by ranged reads checked against the manifest's skeleton
+// sums; one that owns them all reads each segment whole, checked against
+// its xxhash64. fetched, if not nil, counts the bytes read.
+func restoreAll(ctx context.Context, b *cowstate.Backend, srcs []source, fetched *atomic.Int64) error {
 	if !b.Empty() {
 		return fmt.Errorf("%w: restore into a backend that already holds state: %w", ErrInvalid, cowstate.ErrNotEmpty)
 	}
@@ -203,14 +221,30 @@ func restoreAll(ctx context.Context, b *cowstate.Backend, srcs []source) error {
 			return fmt.Errorf("%w: %s %d of %s has max parallelism %d, the backend %d: %w",
 				ErrMismatch, m.Kind, m.ID, src.st, m.MaxParallelism, b.MaxParallelism(), snapshot.ErrMismatch)
 		}
-		full, err := openFull(ctx, src.st, m)
+		kgs := intersect(m.KeyGroups, b.KeyGroups())
+		ranged := kgs != m.KeyGroups && hasSkeletons(m)
+		var full *snapshot.Reader
+		var err error
+		if ranged {
+			var closer func()
+			full, closer, err = openFullRange(ctx, src.st, m, fetched)
+			if closer != nil {
+				defer closer()
+			}
+		} else {
+			full, err = openFull(ctx, src.st, m, fetched)
+		}
 		if err != nil {
 			return fmt.Errorf("%s %d: %w", m.Kind, m.ID, err)
 		}
-		kgs := intersect(m.KeyGroups, b.KeyGroups())
 		chains[i] = cowstate.Chain{Full: full, FullID: m.Segments[0].Target}
 		for _, seg := range m.Segments[1:] {
-			d, err := readDelta(ctx, src.st, seg, &kgs)
+			var d *delta.Delta
+			if ranged {
+				d, err = readDeltaRange(ctx, src.st, seg, kgs, fetched)
+			} else {
+				d, err = readDelta(ctx, src.st, seg, &kgs, fetched)
+			}
 			if err != nil {
 				return fmt.Errorf("%s %d: %w", m.Kind, m.ID, err)
 			}
@@ -221,6 +255,15 @@ func restoreAll(ctx context.Context, b *cowstate.Backend, srcs []source) error {
 		return fmt.Errorf("restore of %s: %w", describe(srcs), classifyRestore(err))
 	}
 	return nil
+}
+
+func hasSkeletons(m *Manifest) bool {
+	for _, s := range m.Segments {
+		if s.Skeleton == "" {
+			return false
+		}
+	}
+	return true
 }
 
 func describe(srcs []source) string {
@@ -242,6 +285,8 @@ func intersect(a, b statetable.KeyGroupRange) statetable.KeyGroupRange {
 func classifyRestore(err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case classified(err):
 		return err
 	case errors.Is(err, cowstate.ErrNotEmpty):
 		return fmt.Errorf("%w: %w", ErrInvalid, err)

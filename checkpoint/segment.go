@@ -3,10 +3,12 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/cowstate/cowstate/delta"
@@ -87,7 +89,7 @@ const readChunk = 4 << 20
 // bytes: a segment of the right size with other content (another writer's,
 // or rewritten) is an ErrCorrupt naming it. It allocates s.Size bytes, the
 // size the manifest records and the object has.
-func readSegment(ctx context.Context, st Storage, s Segment) ([]byte, error) {
+func readSegment(ctx context.Context, st Storage, s Segment, fetched *atomic.Int64) ([]byte, error) {
 	f, err := st.Open(ctx, s.Name)
 	if err != nil {
 		return nil, openErr(s.Name, err)
@@ -110,6 +112,9 @@ func readSegment(ctx context.Context, st Storage, s Segment) ([]byte, error) {
 			return nil, storageErr("read segment "+s.Name, err)
 		}
 		h.Write(buf[off:end])
+		if fetched != nil {
+			fetched.Add(int64(end - off))
+		}
 	}
 	if got := sumHex(h.Sum64()); got != s.Sum {
 		return nil, fmt.Errorf("%w: segment %s: xxhash64 %s, the manifest says %s", ErrCorrupt, s.Name, got, s.Sum)
@@ -119,9 +124,9 @@ func readSegment(ctx context.Context, st Storage, s Segment) ([]byte, error) {
 
 // openFull reads and checks a checkpoint's full segment and opens it as a
 // snapshot; its header must agree with the manifest.
-func openFull(ctx context.Context, st Storage, m *Manifest) (*snapshot.Reader, error) {
+func openFull(ctx context.Context, st Storage, m *Manifest, fetched *atomic.Int64) (*snapshot.Reader, error) {
 	s := m.Segments[0]
-	b, err := readSegment(ctx, st, s)
+	b, err := readSegment(ctx, st, s, fetched)
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +147,8 @@ func openFull(ctx context.Context, st Storage, m *Manifest) (*snapshot.Reader, e
 
 // readDelta reads and checks a delta segment and decodes the key groups kgs
 // of it (nil: all of them).
-func readDelta(ctx context.Context, st Storage, s Segment, kgs *statetable.KeyGroupRange) (*delta.Delta, error) {
-	b, err := readSegment(ctx, st, s)
+func readDelta(ctx context.Context, st Storage, s Segment, kgs *statetable.KeyGroupRange, fetched *atomic.Int64) (*delta.Delta, error) {
+	b, err := readSegment(ctx, st, s, fetched)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +167,158 @@ func readDelta(ctx context.Context, st Storage, s Segment, kgs *statetable.KeyGr
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: segment %s: %w", ErrCorrupt, s.Name, err)
+	}
+	return d, nil
+}
+
+// A segment's skeleton is what a reader reads before any section: the
+// header with the metadata, the index with every section's offset, length
+// and xxhash64, and the footer. Its xxhash64 (of each read's offset, length
+// and bytes, in the order the format's Open reads them, which depends only
+// on the file) is recorded in the manifest, so a restore of some key
+// groups can read only their sections by ranged reads: the skeleton is
+// checked against the manifest, and each section against the skeleton's
+// index, before it is used.
+
+// recordingReader hashes every read through it.
+type recordingReader struct {
+	r io.ReaderAt
+	h *xxhash.Digest
+}
+
+func (rr recordingReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := rr.r.ReadAt(p, off)
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:], uint64(off))
+	binary.BigEndian.PutUint64(b[8:], uint64(n))
+	rr.h.Write(b[:])
+	rr.h.Write(p[:n])
+	return n, err
+}
+
+// storageReaderAt turns the read errors of an object into ErrStorage ones
+// (a section read fails in the middle of a restore as a storage failure,
+// not as damage), and counts the bytes read.
+type storageReaderAt struct {
+	f       ObjectReader
+	name    string
+	fetched *atomic.Int64
+}
+
+func (s storageReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := s.f.ReadAt(p, off)
+	if s.fetched != nil {
+		s.fetched.Add(int64(n))
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = storageErr("read segment "+s.name, err)
+	}
+	return n, err
+}
+
+// skeletonSum opens a segment through a recording reader and returns the
+// xxhash64 of its skeleton. It reads the object back (the skeleton, not
+// the sections), or takes its bytes if the caller has them.
+func skeletonSum(ctx context.Context, st Storage, s Segment, content []byte) (string, error) {
+	var r io.ReaderAt = bytes.NewReader(content)
+	size := int64(len(content))
+	if content == nil {
+		f, err := st.Open(ctx, s.Name)
+		if err != nil {
+			return "", openErr(s.Name, err)
+		}
+		defer f.Close()
+		r, size = storageReaderAt{f: f, name: s.Name}, f.Size()
+	}
+	rr := recordingReader{r, xxhash.New()}
+	var err error
+	if s.Delta {
+		_, err = delta.Open(rr, size)
+	} else {
+		_, err = snapshot.Open(rr, size)
+	}
+	if err != nil {
+		return "", storageErr("read back "+s.Name, err)
+	}
+	return sumHex(rr.h.Sum64()), nil
+}
+
+// openRanged opens a segment for reading some of its sections: the
+// object's size and its skeleton are checked against the manifest; the
+// sections are read, and checked against the skeleton's index, when the
+// restore asks for them. Only the skeleton is read here. The object stays
+// open until closer is called.
+func openRanged(ctx context.Context, st Storage, s Segment, fetched *atomic.Int64) (io.ReaderAt, int64, func(), error) {
+	f, err := st.Open(ctx, s.Name)
+	if err != nil {
+		return nil, 0, nil, openErr(s.Name, err)
+	}
+	if f.Size() != s.Size {
+		f.Close()
+		return nil, 0, nil, fmt.Errorf("%w: segment %s has %d bytes, the manifest says %d", ErrCorrupt, s.Name, f.Size(), s.Size)
+	}
+	return storageReaderAt{f: f, name: s.Name, fetched: fetched}, f.Size(), func() { f.Close() }, nil
+}
+
+// checkSkeleton compares the skeleton read through rr with the manifest.
+func checkSkeleton(s Segment, rr recordingReader) error {
+	if got := sumHex(rr.h.Sum64()); got != s.Skeleton {
+		return fmt.Errorf("%w: segment %s: skeleton xxhash64 %s, the manifest says %s", ErrCorrupt, s.Name, got, s.Skeleton)
+	}
+	return nil
+}
+
+// openFullRange opens a checkpoint's full segment for a restore of the
+// key groups kgs only.
+func openFullRange(ctx context.Context, st Storage, m *Manifest, fetched *atomic.Int64) (*snapshot.Reader, func(), error) {
+	s := m.Segments[0]
+	r, size, closer, err := openRanged(ctx, st, s, fetched)
+	if err != nil {
+		return nil, nil, err
+	}
+	rr := recordingReader{r, xxhash.New()} // sections read later go through it too: cheap
+	sr, err := snapshot.Open(rr, size)
+	if err == nil {
+		err = checkSkeleton(s, rr)
+	}
+	if err != nil {
+		closer()
+		if classified(err) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("%w: segment %s: %w", ErrCorrupt, s.Name, err)
+	}
+	return sr, closer, nil
+}
+
+// readDeltaRange reads the sections of key groups kgs of a delta segment
+// by ranged reads, checked against the manifest's skeleton.
+func readDeltaRange(ctx context.Context, st Storage, s Segment, kgs statetable.KeyGroupRange, fetched *atomic.Int64) (*delta.Delta, error) {
+	r, size, closer, err := openRanged(ctx, st, s, fetched)
+	if err != nil {
+		return nil, err
+	}
+	defer closer()
+	rr := recordingReader{r, xxhash.New()}
+	dr, err := delta.Open(rr, size)
+	if err == nil {
+		err = checkSkeleton(s, rr)
+	}
+	if err != nil {
+		if classified(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: segment %s: %w", ErrCorrupt, s.Name, err)
+	}
+	if dr.Base() != s.Base || dr.Target() != s.Target {
+		return nil, fmt.Errorf("%w: segment %s holds delta %d->%d, the manifest says %d->%d", ErrCorrupt, s.Name, dr.Base(), dr.Target(), s.Base, s.Target)
+	}
+	d, err := dr.Read(ctx, kgs)
+	if err != nil {
+		if ctx.Err() != nil || classified(err) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("%w: segment %s: %w", ErrCorrupt, s.Name, err)
 	}

@@ -577,7 +577,11 @@ func (s *Store) writeFull(ctx context.Context, cp *Checkpoint, name string, save
 		}
 		return write(ctx, w, cp.snap, &cp.progress)
 	})
-	return Segment{Name: name, Target: cp.id, Size: size, Sum: sumHex(sum)}, err
+	seg := Segment{Name: name, Target: cp.id, Size: size, Sum: sumHex(sum)}
+	if err == nil {
+		seg.Skeleton, err = skeletonSum(ctx, s.st, seg, nil)
+	}
+	return seg, err
 }
 
 // writeCheckpoint decides full or incremental, writes the segment and

@@ -436,6 +436,10 @@ func TestStore_SameSizeOtherContent(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), full) || !strings.Contains(err.Error(), "xxhash64") {
 		t.Fatalf("restore of 5 with a same-size full segment: %v", err)
 	}
+	half := statetable.KeyGroupRange{First: 0, Last: 7}
+	if _, _, err := restoreStore(t, st, 5, &half); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "skeleton") {
+		t.Fatalf("ranged restore of 5 with a same-size full segment: %v", err)
+	}
 	rep, err := Verify(bg, st)
 	if err != nil {
 		t.Fatal(err)

@@ -126,14 +126,15 @@ func Verify(ctx context.Context, st Storage) (*Report, error) {
 
 // objectFacts is what one read of a segment found.
 type objectFacts struct {
-	problem string // cannot be read, or does not decode
-	size    int64
-	sum     string
-	isDelta bool
-	base    uint64 // deltas
-	target  uint64
-	meta    snapshot.Meta
-	hasMeta bool
+	problem  string // cannot be read, or does not decode
+	size     int64
+	sum      string
+	isDelta  bool
+	base     uint64 // deltas
+	target   uint64
+	meta     snapshot.Meta
+	hasMeta  bool
+	skeleton string
 }
 
 func readFacts(ctx context.Context, st Storage, seg Segment) *objectFacts {
@@ -153,6 +154,7 @@ func readFacts(ctx context.Context, st Storage, seg Segment) *objectFacts {
 		return f
 	}
 	f.sum = sumHex(h.Sum64())
+	f.skeleton, _ = skeletonSum(ctx, nil, Segment{Name: seg.Name, Delta: isDeltaName(seg.Name)}, b)
 	if isDeltaName(seg.Name) {
 		f.isDelta = true
 		r, err := delta.Open(bytes.NewReader(b), int64(len(b)))
@@ -202,6 +204,8 @@ func (f *objectFacts) against(m *Manifest, i int) string {
 		return fmt.Sprintf("xxhash64 %s, the manifest says %s", f.sum, seg.Sum)
 	case f.problem != "":
 		return f.problem
+	case seg.Skeleton != "" && f.skeleton != seg.Skeleton:
+		return fmt.Sprintf("skeleton xxhash64 %s, the manifest says %s", f.skeleton, seg.Skeleton)
 	case f.isDelta != seg.Delta:
 		return fmt.Sprintf("a delta is %v, the manifest says %v", f.isDelta, seg.Delta)
 	case f.isDelta && (f.base != seg.Base || f.target != seg.Target):
