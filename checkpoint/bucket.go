@@ -47,16 +47,21 @@ func (s *BucketStorage) bucketErr(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	switch gcerrors.Code(err) {
-	case gcerrors.NotFound:
-		return &fs.PathError{Op: op, Path: s.name + "/" + name, Err: fs.ErrNotExist}
-	case gcerrors.FailedPrecondition:
-		return &fs.PathError{Op: op, Path: s.name + "/" + name, Err: fs.ErrExist}
+	where := s.name
+	if name != "" {
+		where += " object " + name
 	}
-	if strings.Contains(err.Error(), "ConditionalRequestConflict") {
-		return fmt.Errorf("%s %s/%s: %w: %w", op, s.name, name, errConflict, err)
+	switch code := gcerrors.Code(err); {
+	case code == gcerrors.NotFound && name == "":
+		return fmt.Errorf("%s %s: no such bucket: %w", op, where, err)
+	case code == gcerrors.NotFound:
+		return &fs.PathError{Op: op, Path: where, Err: fs.ErrNotExist}
+	case code == gcerrors.FailedPrecondition:
+		return &fs.PathError{Op: op, Path: where, Err: fs.ErrExist}
+	case strings.Contains(err.Error(), "ConditionalRequestConflict"):
+		return fmt.Errorf("%s %s: %w: %w", op, where, errConflict, err)
 	}
-	return fmt.Errorf("%s %s/%s: %w", op, s.name, name, err)
+	return fmt.Errorf("%s %s: %w", op, where, err)
 }
 
 func (s *BucketStorage) Create(ctx context.Context, name string) (ObjectWriter, error) {

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cowstate/cowstate/internal/s3test"
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob"
 )
 
 var bg = context.Background()
@@ -151,6 +154,16 @@ var storages = map[string]func(t testing.TB) Storage{
 		b := memblob.OpenBucket(nil)
 		t.Cleanup(func() { b.Close() })
 		return Bucket(b, "mem://")
+	},
+	"s3": func(t testing.TB) Storage {
+		srv := s3test.Start(t) // a real S3 server (versitygw), about 50ms
+		srv.SetEnv(t)
+		b, err := blob.OpenBucket(bg, srv.URL("store/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return Bucket(b, srv.URL("store/"))
 	},
 }
 
