@@ -23,7 +23,10 @@
 //
 //   - Single writer: a Backend, its states and its timer services belong to
 //     one goroutine; timer callbacks run on it. Snapshots may be read and
-//     released from any goroutine.
+//     released from any goroutine. Like the builtin map, two goroutines
+//     writing one backend at once usually make one of them panic with
+//     "cowstate: concurrent writes"; the check is best effort (run tests
+//     with -race) and costs writes a flag, reads nothing.
 //   - Snapshot lifetime: reading a released snapshot panics. A live snapshot
 //     makes the writer copy what it pins (once per node), so release
 //     snapshots when done.

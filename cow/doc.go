@@ -33,7 +33,9 @@
 //   - Single writer: every method of Map, Tree and Owner except
 //     Capture.Release and the read methods of snapshots must be called from
 //     the owner's writer goroutine. Snapshots may be read by any number of
-//     goroutines concurrently with the writer.
+//     goroutines concurrently with the writer. Like the builtin map, a
+//     mutation that overlaps another one on the same owner panics with
+//     "cowstate: concurrent writes" (best effort: see Owner).
 //   - Snapshot lifetime: reading a snapshot after its capture is released
 //     panics ("cow: read of a released snapshot"). Views taken under one
 //     Capture share it; releasing any of them releases all of them.
