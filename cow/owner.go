@@ -205,12 +205,20 @@ func (c *Capture) Release() {
 }
 
 // mustRead panics if the capture was released: reading a released view would
-// race with the writer reusing its nodes.
+// race with the writer reusing its nodes. The panic value is an error
+// matching ErrReleased.
 func (c *Capture) mustRead() {
 	if c.released.Load() {
-		panic("cow: read of a released snapshot (epoch " + itoa(c.epoch) + ")")
+		panic(releasedRead(c.epoch))
 	}
 }
+
+// releasedRead is what a read of the released capture of an epoch panics
+// with.
+type releasedRead uint64
+
+func (e releasedRead) Error() string { return ErrReleased.Error() + " (epoch " + itoa(uint64(e)) + ")" }
+func (e releasedRead) Unwrap() error { return ErrReleased }
 
 // mustView panics unless the owner is c's owner and nothing was written
 // since c was taken: a view must show exactly the captured version.
