@@ -27,9 +27,11 @@
 //     writing one backend at once usually make one of them panic with
 //     "cowstate: concurrent writes"; the check is best effort (run tests
 //     with -race) and costs writes a flag, reads nothing.
-//   - Snapshot lifetime: reading a released snapshot panics. A live snapshot
-//     makes the writer copy what it pins (once per node), so release
-//     snapshots when done.
+//   - Snapshot lifetime: reading a released snapshot panics; writing one
+//     (WriteSnapshot, WriteSavepoint, StartWrite), or releasing it while it
+//     is being written, is an error matching ErrReleased instead. A live
+//     snapshot makes the writer copy what it pins (once per node), so
+//     release snapshots when done.
 //   - Aliasing: values handed in are kept as given and never mutated by the
 //     engine; do not mutate them afterwards. Values handed out (Get, list
 //     elements, map values, accumulators given to reduce and aggregate

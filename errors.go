@@ -10,4 +10,8 @@ var (
 	ErrConfig = errors.New("cowstate: invalid config")
 	// ErrTimerService: a timer service registered again with other codecs.
 	ErrTimerService = errors.New("cowstate: timer service registered with other codecs")
+	// ErrReleased: a snapshot written (WriteSnapshot, WriteSavepoint,
+	// StartWrite) that was released before the write, or during it from
+	// another goroutine. What the write put out is not a snapshot.
+	ErrReleased = errors.New("cowstate: snapshot released")
 )
