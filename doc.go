@@ -23,10 +23,15 @@
 //
 //   - Single writer: a Backend, its states and its timer services belong to
 //     one goroutine; timer callbacks run on it. Snapshots may be read and
-//     released from any goroutine.
-//   - Snapshot lifetime: reading a released snapshot panics. A live snapshot
-//     makes the writer copy what it pins (once per node), so release
-//     snapshots when done.
+//     released from any goroutine. Like the builtin map, two goroutines
+//     writing one backend at once usually make one of them panic with
+//     "cowstate: concurrent writes"; the check is best effort (run tests
+//     with -race) and costs writes a flag, reads nothing.
+//   - Snapshot lifetime: reading a released snapshot panics; writing one
+//     (WriteSnapshot, WriteSavepoint, StartWrite), or releasing it while it
+//     is being written, is an error matching ErrReleased instead. A live
+//     snapshot makes the writer copy what it pins (once per node), so
+//     release snapshots when done.
 //   - Aliasing: values handed in are kept as given and never mutated by the
 //     engine; do not mutate them afterwards. Values handed out (Get, list
 //     elements, map values, accumulators given to reduce and aggregate

@@ -12,4 +12,8 @@ var (
 	ErrTimerService = errors.New("cowstate: timer service registered with other codecs")
 	// ErrNotEmpty: a restore into a backend that already holds state.
 	ErrNotEmpty = errors.New("cowstate: backend not empty")
+	// ErrReleased: a snapshot written (WriteSnapshot, WriteSavepoint,
+	// StartWrite) that was released before the write, or during it from
+	// another goroutine. What the write put out is not a snapshot.
+	ErrReleased = errors.New("cowstate: snapshot released")
 )

@@ -2,9 +2,11 @@ package cowstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
+	"github.com/cowstate/cowstate/cow"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
@@ -32,10 +34,16 @@ func (src source) Meta() snapshot.Meta {
 }
 
 func (src source) StateEntries(state string, g int, yield func(key, cell []byte) bool) error {
+	if src.s.Released() {
+		return releasedDuring(src.s)
+	}
 	return src.s.state.KeyGroupEntries(state, g, yield)
 }
 
 func (src source) TimerEntries(service string, d snapshot.Domain, yield func(g int, ts int64, key, ns string) bool) error {
+	if src.s.Released() {
+		return releasedDuring(src.s)
+	}
 	v, ok := src.s.timers[service]
 	if !ok {
 		return fmt.Errorf("timer service %q not in the snapshot", service)
@@ -55,16 +63,56 @@ func (src source) TimerEntries(service string, d snapshot.Domain, yield func(g i
 // WriteSnapshot writes snap (every state and timer of the owned key groups)
 // to w in the snapshot format, on the calling goroutine; it does not release
 // snap. prog may be nil. Any goroutine while snap is live: the backend's
-// writer goes on meanwhile.
+// writer goes on meanwhile. A snap released before the call, or during it
+// (a misuse: release after the write returns), gives an error matching
+// ErrReleased, not a panic.
 func WriteSnapshot(ctx context.Context, w io.Writer, snap *Snapshot, prog *snapshot.Progress) error {
-	return snapshot.Write(ctx, w, source{s: snap}, prog)
+	return write(ctx, w, snap, false, prog)
 }
 
 // WriteSavepoint writes snap as a savepoint: full and canonical (the same
 // logical state gives byte-identical output whatever history built it and
 // whatever the version), self-contained (no reference to any other file).
+// A released snap gives ErrReleased, as for WriteSnapshot.
 func WriteSavepoint(ctx context.Context, w io.Writer, snap *Snapshot, prog *snapshot.Progress) error {
-	return snapshot.Write(ctx, w, source{s: snap, savepoint: true}, prog)
+	return write(ctx, w, snap, true, prog)
+}
+
+// write writes snap, or refuses it with ErrReleased if it was released
+// before the write started (then nothing is written) or is released during
+// it. A release during the write is seen by the source between sections,
+// by the reads themselves (which panic, cow.ErrReleased: recovered here),
+// or, after the last read, by the check at the end: either way the bytes
+// written may hold entries of later versions (the writer reuses what only
+// released snapshots reach), so they are no snapshot. Any other panic
+// propagates.
+func write(ctx context.Context, w io.Writer, snap *Snapshot, savepoint bool, prog *snapshot.Progress) (err error) {
+	if snap.Released() {
+		return fmt.Errorf("%w: cannot write the snapshot of version %d: it was released before the write started "+
+			"(release a snapshot once its write has returned; StartWrite releases it itself)", ErrReleased, snap.Version())
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); !ok || !errors.Is(e, cow.ErrReleased) {
+				panic(r)
+			}
+			err = releasedDuring(snap)
+		}
+	}()
+	if err := snapshot.Write(ctx, w, source{s: snap, savepoint: savepoint}, prog); err != nil {
+		return err
+	}
+	if snap.Released() {
+		return releasedDuring(snap)
+	}
+	return nil
+}
+
+// releasedDuring is the error of a write of snap during which snap was
+// released.
+func releasedDuring(snap *Snapshot) error {
+	return fmt.Errorf("%w: the snapshot of version %d was released while being written, from another goroutine: "+
+		"what was written is no snapshot (release a snapshot once its write has returned)", ErrReleased, snap.Version())
 }
 
 // Write is a snapshot being written on its own goroutine.
@@ -77,13 +125,16 @@ type Write struct {
 // StartWrite writes snap to w on a new goroutine and releases snap when the
 // write ends, whether it succeeds, fails or ctx is cancelled (the goroutine
 // then exits promptly). Several writes may be in flight at once. The caller
-// keeps using the backend meanwhile.
+// keeps using the backend meanwhile, and must not release snap itself: a
+// snap released before the call, or by another goroutine during the write,
+// makes Wait return an error matching ErrReleased (never a panic on the
+// write's goroutine).
 func StartWrite(ctx context.Context, w io.Writer, snap *Snapshot, savepoint bool) *Write {
 	wr := &Write{done: make(chan struct{})}
 	go func() {
 		defer close(wr.done)
 		defer snap.Release()
-		wr.err = snapshot.Write(ctx, w, source{s: snap, savepoint: savepoint}, &wr.progress)
+		wr.err = write(ctx, w, snap, savepoint, &wr.progress)
 	}()
 	return wr
 }

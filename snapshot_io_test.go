@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cowstate/cowstate/snapshot"
@@ -399,4 +400,101 @@ func FuzzSnapshotRestore(f *testing.F) {
 		}
 		newJob(t, 16, nil).b.Restore(context.Background(), r) // must not panic
 	})
+}
+
+// TestStartWrite_Released: writing a snapshot that was already released is
+// an error matching ErrReleased, from Wait as from WriteSnapshot and
+// WriteSavepoint, with nothing written; never a panic (which, on
+// StartWrite's goroutine, killed the process).
+func TestStartWrite_Released(t *testing.T) {
+	j := newJob(t, 16, nil)
+	j.load(50, 1)
+	snap := j.b.Snapshot()
+	snap.Release()
+	ctx := context.Background()
+	var buf bytes.Buffer
+	for _, c := range []struct {
+		name  string
+		write func() error
+	}{
+		{"StartWrite", func() error { return StartWrite(ctx, &buf, snap, false).Wait() }},
+		{"StartWrite savepoint", func() error { return StartWrite(ctx, &buf, snap, true).Wait() }},
+		{"WriteSnapshot", func() error { return WriteSnapshot(ctx, &buf, snap, nil) }},
+		{"WriteSavepoint", func() error { return WriteSavepoint(ctx, &buf, snap, nil) }},
+	} {
+		err := c.write()
+		if !errors.Is(err, ErrReleased) || !strings.Contains(err.Error(), "released before the write started") {
+			t.Errorf("%s of a released snapshot: %v, want ErrReleased, released before the write started", c.name, err)
+		}
+		if buf.Len() != 0 {
+			t.Errorf("%s of a released snapshot wrote %d bytes", c.name, buf.Len())
+		}
+	}
+	if n := j.b.LiveSnapshots(); n != 0 {
+		t.Fatalf("%d snapshots live", n)
+	}
+}
+
+// releasingWriter releases snap on its first Write: the header's.
+type releasingWriter struct {
+	snap *Snapshot
+	bytes.Buffer
+}
+
+func (w *releasingWriter) Write(p []byte) (int, error) {
+	w.snap.Release()
+	return w.Buffer.Write(p)
+}
+
+// TestStartWrite_ReleasedDuring: a snapshot released while it is being
+// written (a misuse: another goroutine's Release, played here on the
+// write's own goroutine, from the writer or from a value codec, to be
+// deterministic) makes Wait return ErrReleased, wherever the write was:
+// between sections (the source's check), in the middle of a state's
+// entries (the next read panics in cow; the write's goroutine recovers it),
+// or after the last read (the check at the end: what was read after the
+// release may be another version's).
+func TestStartWrite_ReleasedDuring(t *testing.T) {
+	t.Run("at=header", func(t *testing.T) {
+		j := newJob(t, 16, nil)
+		j.load(50, 1)
+		w := &releasingWriter{snap: j.b.Snapshot()}
+		mustReleasedDuring(t, StartWrite(context.Background(), w, w.snap, false).Wait())
+	})
+	const n = 10_000
+	for _, at := range []int{100, n} { // mid-scan, after the last read
+		t.Run(fmt.Sprintf("at=entry-%d-of-%d", at, n), func(t *testing.T) {
+			b, err := New(Config{MaxParallelism: 1}) // one key group: one scan of n entries
+			if err != nil {
+				t.Fatal(err)
+			}
+			var snap *Snapshot
+			calls := 0
+			releasing := statetable.FuncCodec("releasing-int64", func(dst []byte, v int64) []byte {
+				if calls++; calls == at {
+					snap.Release()
+				}
+				return statetable.Int64.Append(dst, v)
+			}, statetable.Int64.Decode)
+			v, _ := Value(b, "v", statetable.Int64, statetable.Void, releasing, 0)
+			for i := range int64(n) {
+				v.Put(i, statetable.VoidNamespace{}, i)
+			}
+			snap = b.Snapshot()
+			mustReleasedDuring(t, StartWrite(context.Background(), io.Discard, snap, false).Wait())
+			if calls-at > 48 { // the rest of a leaf at most (cow.mapLeafMax): reads check per leaf
+				t.Fatalf("the write encoded %d values after the release at %d", calls-at, at)
+			}
+			if b.LiveSnapshots() != 0 {
+				t.Fatal("the write kept its snapshot")
+			}
+		})
+	}
+}
+
+func mustReleasedDuring(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrReleased) || !strings.Contains(err.Error(), "released while being written") {
+		t.Fatalf("write of a snapshot released meanwhile: %v, want ErrReleased, released while being written", err)
+	}
 }

@@ -923,11 +923,28 @@ func (s *Store) SetPolicy(p Policy) {
 
 // SetRetention replaces the retention and applies it at once (a commit if
 // it drops a checkpoint). Writer goroutine only.
+//
+// A pinned id that is not retained (any more) cannot be brought back: the
+// retention is set all the same, and the error, matching ErrNoCheckpoint,
+// names it.
 func (s *Store) SetRetention(ctx context.Context, r Retention) error {
+	if err := s.settleUnsure(ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.retention = Retention{KeepLast: r.KeepLast, Pinned: slices.Clone(r.Pinned)}
+	var missing []uint64
+	for _, id := range r.Pinned {
+		if s.current.checkpoint(id) == nil && s.pending[id] == nil {
+			missing = append(missing, id)
+		}
+	}
 	s.mu.Unlock()
-	return s.Cleanup(ctx)
+	err := s.Cleanup(ctx)
+	if len(missing) > 0 {
+		err = errors.Join(fmt.Errorf("%w: pinned checkpoints %v are not retained", ErrNoCheckpoint, missing), err)
+	}
+	return err
 }
 
 // Cleanup applies the retention now (a commit if it drops a checkpoint)

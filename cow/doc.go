@@ -33,9 +33,13 @@
 //   - Single writer: every method of Map, Tree and Owner except
 //     Capture.Release and the read methods of snapshots must be called from
 //     the owner's writer goroutine. Snapshots may be read by any number of
-//     goroutines concurrently with the writer.
+//     goroutines concurrently with the writer. Like the builtin map, a
+//     mutation that overlaps another one on the same owner panics with
+//     "cowstate: concurrent writes" (best effort: see Owner).
 //   - Snapshot lifetime: reading a snapshot after its capture is released
-//     panics ("cow: read of a released snapshot"). Views taken under one
+//     panics ("cow: read of a released snapshot", an error matching
+//     ErrReleased, so code that recovers it can tell it from other
+//     panics). Views taken under one
 //     Capture share it; releasing any of them releases all of them.
 //     Release only once every read of the capture has returned: the
 //     writer reuses the memory of nodes no live capture reaches, so a read

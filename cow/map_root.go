@@ -33,11 +33,13 @@ func (m *Map[K, V]) Root() MapRoot[K, V] {
 // and equality). O(1). Writer goroutine only. The map becomes a cursor (see
 // Root).
 func (m *Map[K, V]) SetRoot(r MapRoot[K, V]) {
+	m.owner.beginWrite()
 	if !m.reuse.off {
 		m.reuse.stop(m.owner)
 	}
 	m.root, m.len, m.rootEpoch = r.slot, r.len, r.rootEpoch
 	m.owner.wrote()
+	m.owner.endWrite()
 }
 
 // Len returns the number of entries. O(1).

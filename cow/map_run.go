@@ -25,12 +25,14 @@ func (m *Map[K, V]) SetRun(run []MapEntry[K, V]) {
 	if len(run) == 0 {
 		return
 	}
+	m.owner.beginWrite()
 	ents := mapEntries(run)
 	m.reuse.noteRun(ents)
 	root, added, fresh := m.setRun(&m.root, m.owner.writable(m.rootEpoch), 0, ents)
 	m.len += added
 	m.setRoot(root, fresh)
 	m.verify("SetRun")
+	m.owner.endWrite()
 }
 
 // mapEntries reinterprets a run as leaf entries: the two types have the

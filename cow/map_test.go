@@ -3,6 +3,7 @@ package cow
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -387,8 +388,11 @@ func TestMap_ReleasedSnapshotPanics(t *testing.T) {
 	} {
 		func() {
 			defer func() {
-				if recover() == nil {
+				r := recover()
+				if r == nil {
 					t.Errorf("%s on a released snapshot did not panic", name)
+				} else if err, ok := r.(error); !ok || !errors.Is(err, ErrReleased) {
+					t.Errorf("%s on a released snapshot: panic %#v does not match ErrReleased", name, r)
 				}
 			}()
 			read()

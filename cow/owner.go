@@ -35,9 +35,28 @@ import (
 // (the goroutine that finished serializing a snapshot, typically). A writer
 // that has not yet observed a concurrent Release only copies more than it
 // needs to; it never mutates a node a live capture can see.
+//
+// # Concurrent writes
+//
+// Two goroutines writing structures of one owner at once corrupt them, and
+// nothing about it is visible until a read goes wrong. So, like the
+// builtin map, every mutation (of any Map or Tree of the owner, and
+// Capture) sets a flag on entry and clears it on exit, and a mutation that
+// finds the flag set on entry, or cleared on exit, panics with
+// "cowstate: concurrent writes". The flag is a plain field, as the builtin
+// map's is: detection is best effort (two writers may miss each other, and
+// -race is what proves there is no race), and it costs a load and a store
+// on entry and on exit of a write, nothing on a read (no defer: a mutation
+// that panics halfway, because the structure's compare or equal function
+// did, leaves the flag set, and every later write of the owner panics as
+// concurrent; a compare or equal function must not panic).
 type Owner struct {
 	epoch  uint64 // E: writer-only
 	writes uint64 // mutations since creation: writer-only, detects View after a write
+	// writing is set while a mutation runs (beginWrite, endWrite). Read
+	// and written by whichever goroutine writes: a plain field on purpose
+	// (see Concurrent writes above).
+	writing bool
 	// reuseBytes and waitingBytes are what the owner's maps keep ready for
 	// reuse and waiting for it, bounded by reuseBudget and waitingBudget
 	// (map_reuse.go). Writer-only.
@@ -85,6 +104,37 @@ func (o *Owner) writable(e uint64) bool { return e > o.high.Load() }
 // write. Writer goroutine only.
 func (o *Owner) wrote() { o.writes++ }
 
+// beginWrite marks a mutation of one of o's structures as running; it
+// panics if one already is (another goroutine's: one goroutine's
+// mutations never nest). Every exported mutation calls it on entry and
+// endWrite on every exit. Small enough to inline: a load, a branch and a
+// store.
+func (o *Owner) beginWrite() {
+	if o.writing {
+		concurrentWrites()
+	}
+	o.writing = true
+}
+
+// endWrite marks the running mutation as done; it panics if the mark is
+// gone (another goroutine's mutation ended meanwhile). The check also
+// keeps the compiler from dropping beginWrite's store as dead.
+func (o *Owner) endWrite() {
+	if !o.writing {
+		concurrentWrites()
+	}
+	o.writing = false
+}
+
+// concurrentWrites is the panic of beginWrite and endWrite, out of line so
+// that they inline. A panic, not a fatal error: a test can recover it.
+//
+//go:noinline
+func concurrentWrites() {
+	panic("cowstate: concurrent writes: two goroutines wrote structures of one cow.Owner " +
+		"(one backend's states and timers) at once; they belong to a single writer goroutine")
+}
+
 // Capture freezes every structure of this owner at the current version:
 // after it, their writers copy any node that existed before the call. It
 // costs O(log c) for c live captures and is independent of the structures'
@@ -99,6 +149,7 @@ func (o *Owner) Capture() *Capture {
 // captureInto is Capture into a Capture the caller allocated (a snapshot
 // embeds its capture to save an allocation).
 func (o *Owner) captureInto(c *Capture) {
+	o.beginWrite() // the writer epoch changes
 	*c = Capture{owner: o, epoch: o.epoch, writes: o.writes}
 	o.mu.Lock()
 	o.live = append(o.live, c.epoch) // epochs only grow: stays sorted
@@ -106,6 +157,7 @@ func (o *Owner) captureInto(c *Capture) {
 	o.low.Store(o.live[0])
 	o.mu.Unlock()
 	o.epoch++
+	o.endWrite()
 }
 
 // Capture is a pin on one version of an owner's structures. While it is not
@@ -153,12 +205,20 @@ func (c *Capture) Release() {
 }
 
 // mustRead panics if the capture was released: reading a released view would
-// race with the writer reusing its nodes.
+// race with the writer reusing its nodes. The panic value is an error
+// matching ErrReleased.
 func (c *Capture) mustRead() {
 	if c.released.Load() {
-		panic("cow: read of a released snapshot (epoch " + itoa(c.epoch) + ")")
+		panic(releasedRead(c.epoch))
 	}
 }
+
+// releasedRead is what a read of the released capture of an epoch panics
+// with.
+type releasedRead uint64
+
+func (e releasedRead) Error() string { return ErrReleased.Error() + " (epoch " + itoa(uint64(e)) + ")" }
+func (e releasedRead) Unwrap() error { return ErrReleased }
 
 // mustView panics unless the owner is c's owner and nothing was written
 // since c was taken: a view must show exactly the captured version.

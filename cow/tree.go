@@ -123,17 +123,20 @@ type treeSet[K, V any] struct {
 // change. O(log n); while a capture is live, the first write to a path
 // copies its nodes. Writer goroutine only.
 func (t *Tree[K, V]) Set(k K, v V) (replaced bool) {
+	t.owner.beginWrite() // endWrite before each return (see Map.SetHashed)
 	if t.root.isZero() {
 		l := &treeLeaf[K, V]{epoch: t.owner.epoch, n: 1}
 		l.keys[0], l.vals[0] = k, v
 		t.root, t.height, t.len = treeRef[K, V]{leaf: l}, 0, 1
 		t.owner.wrote()
 		t.verify("Set")
+		t.owner.endWrite()
 		return false
 	}
 	op := treeSet[K, V]{key: k, val: v}
 	root := t.setIn(t.root, t.height, &op)
 	if op.noop {
+		t.owner.endWrite()
 		return true
 	}
 	if !op.right.isZero() {
@@ -148,6 +151,7 @@ func (t *Tree[K, V]) Set(k K, v V) (replaced bool) {
 	}
 	t.owner.wrote()
 	t.verify("Set")
+	t.owner.endWrite()
 	return op.replaced
 }
 
@@ -280,6 +284,7 @@ func (t *Tree[K, V]) DeleteRange(lo, hi K) int {
 // many leaves needs no special rebalancing; the descents after the first
 // find their path already owned by the current epoch and copy nothing.
 func (t *Tree[K, V]) removeRun(op *treeRun[K, V], name string) bool {
+	t.owner.beginWrite() // endWrite before each return (see Map.SetHashed)
 	for !t.root.isZero() {
 		op.more, op.hasNext = false, false
 		root, changed := t.removeIn(t.root, t.height, op)
@@ -301,11 +306,13 @@ func (t *Tree[K, V]) removeRun(op *treeRun[K, V], name string) bool {
 		}
 	}
 	if op.removed == 0 {
+		t.owner.endWrite()
 		return false
 	}
 	t.len -= op.removed
 	t.owner.wrote()
 	t.verify(name)
+	t.owner.endWrite()
 	return true
 }
 

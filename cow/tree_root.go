@@ -24,8 +24,10 @@ func (t *Tree[K, V]) Root() TreeRoot[K, V] {
 // over roots stored elsewhere (r must come from a tree with the same owner,
 // compare and equality). O(1). Writer goroutine only.
 func (t *Tree[K, V]) SetRoot(r TreeRoot[K, V]) {
+	t.owner.beginWrite()
 	t.root, t.height, t.len = r.root, r.height, r.len
 	t.owner.wrote()
+	t.owner.endWrite()
 }
 
 // Len returns the number of entries. O(1).

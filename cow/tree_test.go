@@ -2,6 +2,7 @@ package cow
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -715,6 +716,8 @@ func TestTree_ReleasedSnapshotPanics(t *testing.T) {
 				t.Errorf("%s on a released snapshot did not panic", name)
 			} else if msg := fmt.Sprint(r); !strings.Contains(msg, "released") {
 				t.Errorf("%s on a released snapshot: panic %q does not say why", name, msg)
+			} else if err, ok := r.(error); !ok || !errors.Is(err, ErrReleased) {
+				t.Errorf("%s on a released snapshot: panic %#v does not match ErrReleased", name, r)
 			}
 		}()
 		read()

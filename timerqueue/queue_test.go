@@ -37,6 +37,11 @@ func mustPanic(t *testing.T, want string, f func()) {
 		if msg := fmt.Sprint(r); !strings.Contains(msg, want) {
 			t.Fatalf("panic %q, want one containing %q", msg, want)
 		}
+		if strings.Contains(want, "released") {
+			if err, ok := r.(error); !ok || !errors.Is(err, cow.ErrReleased) {
+				t.Fatalf("panic %#v does not match cow.ErrReleased", r)
+			}
+		}
 	}()
 	f()
 }

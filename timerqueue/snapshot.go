@@ -67,12 +67,22 @@ func (s *Snapshot) Release() { s.tree.Release() }
 // any goroutine.
 func (s *Snapshot) Released() bool { return s.tree.Released() }
 
-// mustRead panics if the snapshot was released.
+// mustRead panics if the snapshot was released, with an error matching
+// cow.ErrReleased (as the tree's own reads do).
 func (s *Snapshot) mustRead() {
 	if s.tree.Released() {
-		panic("timerqueue: read of a released snapshot (epoch " + strconv.FormatUint(s.Epoch(), 10) + ")")
+		panic(releasedRead(s.Epoch()))
 	}
 }
+
+// releasedRead is what a read of a snapshot released at an epoch panics
+// with.
+type releasedRead uint64
+
+func (e releasedRead) Error() string {
+	return "timerqueue: read of a released snapshot (epoch " + strconv.FormatUint(uint64(e), 10) + ")"
+}
+func (e releasedRead) Unwrap() error { return cow.ErrReleased }
 
 // Len returns the number of timers. O(1).
 func (s *Snapshot) Len() int {
