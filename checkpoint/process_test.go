@@ -123,6 +123,22 @@ func startChild(t *testing.T, dir string) *child {
 	return c
 }
 
+// waitFor waits until cond (called with c.mu held) holds, for at most 30
+// seconds.
+func (c *child) waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c.mu.Lock()
+		ok := cond()
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+	c.kill()
+	t.Fatalf("the child process did not get there in 30s: committed %v, said %q", c.committed, c.other)
+}
+
 // kill sends SIGKILL and waits for the child's output to end.
 func (c *child) kill() {
 	c.cmd.Process.Kill()
@@ -185,7 +201,10 @@ func TestStore_KilledProcesses(t *testing.T) {
 	var reported uint64
 	for trial := range 6 {
 		c := startChild(t, dir)
-		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		// Once it has committed (a slow machine, -race: it may take a
+		// while), kill it at a random moment.
+		c.waitFor(t, func() bool { return len(c.committed) > 0 })
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		c.kill()
 		c.mu.Lock()
 		if n := len(c.committed); n > 0 {
@@ -210,7 +229,10 @@ func TestStore_KilledProcesses(t *testing.T) {
 func TestStore_TwoProcessesRacing(t *testing.T) {
 	dir := t.TempDir()
 	a, b := startChild(t, dir), startChild(t, dir)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(time.Second)
+	for _, c := range []*child{a, b} {
+		c.waitFor(t, func() bool { return len(c.committed) > 0 && len(c.other) > 0 })
+	}
 	a.kill()
 	b.kill()
 	seen := map[uint64]bool{}
