@@ -746,6 +746,7 @@ func (s *Store) removeGarbage(ctx context.Context) error {
 	// their removal: the manifests removed are always the oldest ones,
 	// which create relies on to detect a reused number.
 	manifestsOK := true
+	var segments []string
 	for _, n := range names {
 		base := baseName(n)
 		if referenced[n] || inUse[base] {
@@ -755,18 +756,42 @@ func (s *Store) removeGarbage(ctx context.Context) error {
 			if !manifestsOK || seq+keptManifests >= cur.Seq {
 				continue
 			}
-		} else if e, ok := segmentEpoch(base); !ok || !isSegment(base) || e > cur.Epoch {
-			continue // not ours, or a newer owner's
-		}
-		if err := s.st.Remove(ctx, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, storageErr("cleanup: remove "+n, err))
-			if _, ok := manifestSeq(n); ok {
+			if err := s.st.Remove(ctx, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, storageErr("cleanup: remove "+n, err))
 				manifestsOK = false
 			}
+			continue
+		}
+		if e, ok := segmentEpoch(base); ok && isSegment(base) && e <= cur.Epoch {
+			segments = append(segments, n) // not another's, nor a newer owner's
 		}
 	}
+	// Segments go several at a time: on object storage a delete is a
+	// round trip.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := make(chan string)
+	for range min(len(segments), removeParallelism) {
+		wg.Go(func() {
+			for n := range next {
+				if err := s.st.Remove(ctx, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					mu.Lock()
+					errs = append(errs, storageErr("cleanup: remove "+n, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, n := range segments {
+		next <- n
+	}
+	close(next)
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// removeParallelism is how many removes cleanup has in flight.
+const removeParallelism = 8
 
 // settleUnsure finds out whether a commit that failed without a clear
 // answer wrote its manifest after all: if the next number holds this
