@@ -1,9 +1,11 @@
-package cowstate
+package cowstate_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/internal/testjob"
 	"slices"
 	"testing"
 
@@ -33,18 +35,18 @@ func (c *failingCtx) Err() error {
 // overlapping key groups are refused.
 func TestRestoreChains_AllOrNothing(t *testing.T) {
 	ctx := context.Background()
-	src := newJob(t, 16, nil)
-	src.load(300, 1)
-	s1 := src.b.Snapshot()
+	src := testjob.New(t, 16, nil)
+	src.Load(300, 1)
+	s1 := src.B.Snapshot()
 	full := writeSnap(t, s1, false)
-	src.load(300, 2)
-	s2 := src.b.Snapshot()
-	d, err := Diff(s1, s2)
+	src.Load(300, 2)
+	s2 := src.B.Snapshot()
+	d, err := cowstate.Diff(s1, s2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Base, d.Target = 1, 2
-	want := src.dump(t, s2)
+	want := src.Dump(t, s2)
 	s1.Release()
 	s2.Release()
 	open := func() *snapshot.Reader {
@@ -54,31 +56,31 @@ func TestRestoreChains_AllOrNothing(t *testing.T) {
 		}
 		return r
 	}
-	dst := newJob(t, 16, nil)
+	dst := testjob.New(t, 16, nil)
 	for _, n := range []int{3, 10, 16, 20, 25} { // 16 key groups in the full, 16 in the delta
-		err := dst.b.RestoreChains(&failingCtx{ctx, n}, Chain{Full: open(), FullID: 1, Deltas: []*delta.Delta{d}})
+		err := dst.B.RestoreChains(&failingCtx{ctx, n}, cowstate.Chain{Full: open(), FullID: 1, Deltas: []*delta.Delta{d}})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled after %d checks: %v", n, err)
 		}
-		if !dst.b.Empty() {
-			t.Fatalf("a restore cancelled after %d checks left %d lines", n, len(dst.dump(t, nil)))
+		if !dst.B.Empty() {
+			t.Fatalf("a restore cancelled after %d checks left %d lines", n, len(dst.Dump(t, nil)))
 		}
 	}
 	// The same backend then restores the chain exactly.
-	if err := dst.b.RestoreChains(ctx, Chain{Full: open(), FullID: 1, Deltas: []*delta.Delta{d}}); err != nil {
+	if err := dst.B.RestoreChains(ctx, cowstate.Chain{Full: open(), FullID: 1, Deltas: []*delta.Delta{d}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := dst.dump(t, nil); !slices.Equal(got, want) {
+	if got := dst.Dump(t, nil); !slices.Equal(got, want) {
 		t.Fatalf("restored %d lines, want %d", len(got), len(want))
 	}
-	if err := dst.b.RestoreChains(ctx, Chain{Full: open(), FullID: 1}); !errors.Is(err, ErrNotEmpty) {
+	if err := dst.B.RestoreChains(ctx, cowstate.Chain{Full: open(), FullID: 1}); !errors.Is(err, cowstate.ErrNotEmpty) {
 		t.Fatalf("restore into a backend that holds state: %v", err)
 	}
-	two := newJob(t, 16, &statetable.KeyGroupRange{First: 4, Last: 9})
-	if err := two.b.RestoreChains(ctx, Chain{Full: open(), FullID: 1}, Chain{Full: open(), FullID: 1}); !errors.Is(err, snapshot.ErrMismatch) || !two.b.Empty() {
+	two := testjob.New(t, 16, &statetable.KeyGroupRange{First: 4, Last: 9})
+	if err := two.B.RestoreChains(ctx, cowstate.Chain{Full: open(), FullID: 1}, cowstate.Chain{Full: open(), FullID: 1}); !errors.Is(err, snapshot.ErrMismatch) || !two.B.Empty() {
 		t.Fatalf("two chains over the same key groups: %v", err)
 	}
-	if err := two.b.RestoreChains(ctx, Chain{Full: open(), FullID: 7, Deltas: []*delta.Delta{d}}); !errors.Is(err, delta.ErrWrongBase) || !two.b.Empty() {
+	if err := two.B.RestoreChains(ctx, cowstate.Chain{Full: open(), FullID: 7, Deltas: []*delta.Delta{d}}); !errors.Is(err, delta.ErrWrongBase) || !two.B.Empty() {
 		t.Fatalf("a delta that does not follow: %v", err)
 	}
 }
