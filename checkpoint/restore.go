@@ -29,8 +29,13 @@ import (
 // the same key groups as it. Memory: the chain's segments are held while
 // they restore. Writer goroutine only.
 func (s *Store) Restore(ctx context.Context, id uint64) (*Manifest, error) {
+	return s.restoreID(ctx, id, false)
+}
+
+// restoreID restores checkpoint or savepoint id (0: the newest).
+func (s *Store) restoreID(ctx context.Context, id uint64, savepoint bool) (*Manifest, error) {
 	s.mu.Lock()
-	m, err := find(s.current, s.st, id, false)
+	m, err := find(s.current, s.st, id, savepoint)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -104,16 +109,7 @@ func (s *Store) RestoreNewestIntact(ctx context.Context) (*Manifest, []Skip, err
 // RestoreSavepoint restores savepoint id (0: the newest) into the store's
 // backend, like Restore. The next checkpoint is full.
 func (s *Store) RestoreSavepoint(ctx context.Context, id uint64) (*Manifest, error) {
-	s.mu.Lock()
-	m, err := find(s.current, s.st, id, true)
-	s.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if err := s.restore(ctx, m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return s.restoreID(ctx, id, true)
 }
 
 func segmentNames(m *Manifest) []string {
