@@ -785,3 +785,32 @@ func FuzzManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestStore_RestoreSavepoint: a new owner restores a savepoint; the next
+// checkpoint is full (a savepoint is never a base) and ids go on above the
+// store's.
+func TestStore_RestoreSavepoint(t *testing.T) {
+	st := Memory()
+	j := testjob.New(t, 16, nil)
+	j.Load(100, 1)
+	s := open(t, j, st, Options{AutoConfirm: true})
+	checkpoint(t, j, s, 1)
+	sp, _ := s.Savepoint(bg, 7)
+	want := j.Dump(t, nil)
+	if err := sp.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	j2 := testjob.New(t, 16, nil)
+	s2 := open(t, j2, st, Options{AutoConfirm: true})
+	m, err := s2.RestoreSavepoint(bg, 0)
+	if err != nil || m.ID != 7 || !slices.Equal(j2.Dump(t, nil), want) {
+		t.Fatalf("restore of the newest savepoint: %v %v", m, err)
+	}
+	cp, _, err := checkpoint(t, j2, s2, 2)
+	if err != nil || cp.Manifest().Kind != KindFull {
+		t.Fatalf("checkpoint after a savepoint restore: %v %v", cp.Manifest(), err)
+	}
+	if _, err := s2.RestoreSavepoint(bg, 8); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("restore of a missing savepoint: %v", err)
+	}
+}
