@@ -618,7 +618,18 @@ func (s *Store) writeCheckpoint(ctx context.Context, cp *Checkpoint, base *check
 // success the objects no manifest needs any more are removed.
 func (s *Store) commit(ctx context.Context, event string, change func(next *storeManifest) error) error {
 	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
+	err := s.commitLocked(ctx, event, change)
+	s.commitMu.Unlock()
+	if err == nil {
+		// Not under commitMu: on object storage removes take round trips,
+		// and the next commit need not wait for them. Safe beside a
+		// commit: what it will reference is in use until it is current.
+		s.removeGarbage(ctx)
+	}
+	return err
+}
+
+func (s *Store) commitLocked(ctx context.Context, event string, change func(next *storeManifest) error) error {
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		if s.fenced != nil {
@@ -640,7 +651,6 @@ func (s *Store) commit(ctx context.Context, event string, change func(next *stor
 			s.mu.Lock()
 			s.current = next
 			s.mu.Unlock()
-			s.removeGarbage(ctx)
 			return nil
 		}
 		if errors.Is(err, errSuperseded) {
