@@ -129,15 +129,16 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 	defer cps.Close()
 
 	var (
-		cp          *checkpoint.Checkpoint // the newest taken
-		polled      = true                 // cp's confirmation picked up
-		id          uint64
-		taken       time.Time
-		committed   int
-		incremental int
-		maxPause    time.Duration
-		done        = func() bool { return cp == nil || isClosed(cp.Done()) }
-		account     = func() { // cp is done: count it
+		cp                         *checkpoint.Checkpoint // the newest taken
+		polled                     = true                 // cp's confirmation picked up
+		id                         uint64
+		taken                      time.Time
+		committed                  int
+		incremental                int
+		maxPause                   time.Duration
+		maxBatch, maxPoll, maxTake time.Duration
+		done                       = func() bool { return cp == nil || isClosed(cp.Done()) }
+		account                    = func() { // cp is done: count it
 			if err := cp.Wait(); err != nil {
 				b.Fatal(err)
 			}
@@ -171,6 +172,7 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 		}
 		now := time.Now()
 		maxPause = max(maxPause, now.Sub(batchFrom))
+		maxBatch = max(maxBatch, now.Sub(batchFrom))
 		batchFrom = now
 		if every == "none" || !done() {
 			continue
@@ -181,6 +183,7 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 			polled = true
 			after := time.Now()
 			maxPause = max(maxPause, after.Sub(now))
+			maxPoll = max(maxPoll, after.Sub(now))
 			now, batchFrom = after, after
 		}
 		if cp != nil && now.Sub(taken) < interval {
@@ -193,11 +196,15 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 		polled = false
 		after := time.Now()
 		maxPause = max(maxPause, after.Sub(now))
+		maxTake = max(maxTake, after.Sub(now))
 		taken, batchFrom = now, after
 	}
 	wall, cpu := time.Since(wall0), cpuTime()-cpu0
 	if cp != nil && !polled && done() { // one still being written is not counted
 		account()
+	}
+	if testing.Verbose() { // which call was the longest
+		b.Logf("longest batch of %d updates %v, Poll %v, Checkpoint %v", pauseBatch, maxBatch, maxPoll, maxTake)
 	}
 	b.ReportMetric(float64(maxPause)/float64(time.Microsecond), "max-pause-us")
 	b.ReportMetric(float64(committed), "checkpoints")
