@@ -39,7 +39,9 @@ type Policy struct {
 	MaxChainShare  float64 // default 0.5
 	// MaxChangeShare: a checkpoint whose changes (entries and timers) are
 	// more than this share of the state's entries and timers is full,
-	// decided during the diff, which stops there (default 0.1: a changed
+	// decided during the diff, which stops there, or stops after a
+	// sixteenth of a state's key groups if their changes, extrapolated,
+	// come to more than twice the limit (default 0.1: a changed
 	// entry costs an incremental checkpoint 10 to 20 times what an entry
 	// costs a full one, merges included, so from about 10% on a full one
 	// is as fast; see BenchmarkCheckpoint). 1 or more: no limit.

@@ -16,14 +16,25 @@ import (
 	"github.com/cowstate/cowstate/timerqueue"
 )
 
+// projectAfter and projectMargin: WriteDiff extrapolates a state's changes
+// once it has diffed 1/projectAfter of its key groups, and gives up if they
+// come to more than projectMargin times the limit.
+const projectAfter, projectMargin = 16, 2
+
 // WriteDiff diffs prev and next like Diff and writes the delta
 // straight to w in the file format, without building a Delta: each state's
 // changes are encoded as the structural diff yields them (key group by key
 // group, in entry-hash order), so the cost is the diff plus the encoding,
 // with no per-change map or sort. It gives up, writing nothing, once more
 // than maxChanges entries and timers changed (negative: no limit), and
-// reports ok false then. Within a state and key group, entries come in
-// entry-hash order rather than the composite-key order of Write: the bytes
+// reports ok false then; it also gives up early when a state's changes in
+// the key groups diffed so far (at least a sixteenth of them, and two),
+// extrapolated over all its key groups, come to more than twice
+// maxChanges: key groups are ranges of the key hash, so changes spread
+// over them evenly unless a job's keys cluster, and a diff that is far over
+// the limit stops after a sixteenth of the state instead of at the limit
+// (see BenchmarkCheckpointCadence). Within a state and key group, entries
+// come in entry-hash order rather than the composite-key order of Write: the bytes
 // are deterministic for a pair of versions, and Read gives the same Delta
 // either way. Any goroutine, while both captures are live.
 func WriteDiff(ctx context.Context, w io.Writer, prev, next Version, base, target uint64, maxChanges int) (changes int, ok bool, err error) {
@@ -38,10 +49,13 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Version, base, targe
 		changes++
 		return maxChanges >= 0 && changes > maxChanges
 	}
+	nGroups := nm.KeyGroups.Last - nm.KeyGroups.First + 1
+	projected := false
 	for i, name := range sortedStates(d) {
 		// A run of one key group's changes, flushed as one state record.
 		var run []byte
 		runGroup, runLen := -1, 0
+		before := changes // of the earlier states
 		flush := func() {
 			if runLen == 0 {
 				return
@@ -57,6 +71,13 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Version, base, targe
 			if c.Group != runGroup {
 				flush()
 				runGroup = c.Group
+				if maxChanges >= 0 {
+					if done := c.Group - nm.KeyGroups.First; done >= 2 && done*projectAfter >= nGroups &&
+						before+(changes-before)*nGroups/done > projectMargin*maxChanges {
+						projected = true
+						return false
+					}
+				}
 			}
 			run = appendChange(run, c)
 			runLen++
@@ -65,7 +86,7 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Version, base, targe
 		if err != nil {
 			return 0, false, fmt.Errorf("%w: %w", ErrMismatch, err)
 		}
-		if maxChanges >= 0 && changes > maxChanges {
+		if projected || maxChanges >= 0 && changes > maxChanges {
 			return changes, false, nil
 		}
 		flush()

@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	randv2 "math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cowstate/cowstate/checkpoint"
+)
+
+// cadenceDraws is how many key indexes a cadence benchmark draws up front
+// (the writer cycles through them): drawing a zipf variate costs about as
+// much as an update, so it is not done on the timed path.
+const cadenceDraws = 1 << 22
+
+// cadenceIndexes returns cadenceDraws indexes into n keys, uniform or zipf
+// (s = 1.1, rank 0 the hottest; math/rand/v2 has no zipf, math/rand has).
+// The keys are random, so hot ranks are spread over the whole key space.
+func cadenceIndexes(n int, dist string) []uint32 {
+	idx := make([]uint32, cadenceDraws)
+	switch dist {
+	case "uniform":
+		r := randv2.New(randv2.NewPCG(uint64(n), 7))
+		for i := range idx {
+			idx[i] = uint32(r.IntN(n))
+		}
+	case "zipf":
+		z := rand.NewZipf(rand.New(rand.NewSource(int64(n))), 1.1, 1, uint64(n-1))
+		for i := range idx {
+			idx[i] = uint32(z.Uint64())
+		}
+	default:
+		panic("bench: unknown distribution " + dist)
+	}
+	return idx
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pauseBatch is how many updates the writer times together: reading the
+// clock (time.Now, tsc: 65 ns on the 2-core VM) once per 64 updates of
+// 300-550 ns costs 0.2-0.3% of the rate, where timing each update would
+// cost 12-20%. So
+// max-pause-us is an upper bound on the longest single update (the batch of
+// 64 around it); Checkpoint and Poll calls are timed one by one.
+const pauseBatch = 64
+
+// BenchmarkCheckpointCadence is a job's throughput while it checkpoints:
+// one value state of keys int64 keys, read-modify-write updates of keys
+// drawn uniform or zipf on the benchmark goroutine (the writer), and a
+// checkpoint store on a temporary directory (fsync on) with AutoConfirm,
+// at most one checkpoint in flight. every=none takes no checkpoint;
+// every=T takes one once T has passed since the last was taken and it is
+// durable; every=busy takes the next as soon as the last is durable. An
+// op is one update, so ns/op compares directly with every=none.
+//
+// Metrics: max-pause-us, the longest call on the writer goroutine (a batch
+// of pauseBatch updates, a Checkpoint call, a Poll call); checkpoints taken
+// and committed; incremental-share, the share of them that came out
+// incremental; cpu-per-s, the process's CPU seconds per second of the run
+// (about 1 with no checkpoints: the excess is the checkpoint goroutine and
+// the garbage collector).
+//
+// The checkpoints need a run of several seconds; the targets use
+//
+//	go test -run '^$' -bench 'BenchmarkCheckpointCadence$/keys=1000000$/dist=uniform$/' -benchtime 8s -count 2 ./bench/
+//
+// and a fixed number of updates works as well (-benchtime 30000000x).
+func BenchmarkCheckpointCadence(b *testing.B) {
+	type run struct {
+		keys  int
+		dists []string
+		every []string
+	}
+	for _, r := range []run{
+		{1_000_000, []string{"uniform", "zipf"}, []string{"none", "1s", "200ms", "busy"}},
+		{10_000_000, []string{"uniform"}, []string{"none", "1s"}},
+	} {
+		var keys []int64
+		for _, dist := range r.dists {
+			var idx []uint32
+			for _, every := range r.every {
+				b.Run(fmt.Sprintf("keys=%d/dist=%s/every=%s", r.keys, dist, every), func(b *testing.B) {
+					if keys == nil {
+						keys = randomKeys(r.keys)
+					}
+					if idx == nil {
+						idx = cadenceIndexes(r.keys, dist)
+					}
+					cadence(b, keys, idx, every)
+				})
+			}
+		}
+	}
+}
+
+func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
+	var interval time.Duration // 0: busy
+	switch every {
+	case "none", "busy":
+	default:
+		d, err := time.ParseDuration(every)
+		if err != nil {
+			b.Fatal(err)
+		}
+		interval = d
+	}
+	ctx := context.Background()
+	c := newCounter(b, keys)
+	st, err := checkpoint.Dir(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cps, err := checkpoint.Open(ctx, c.b, st, checkpoint.Options{AutoConfirm: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cps.Close()
+
+	var (
+		cp                         *checkpoint.Checkpoint // the newest taken
+		polled                     = true                 // cp's confirmation picked up
+		id                         uint64
+		taken                      time.Time
+		committed                  int
+		incremental                int
+		maxPause                   time.Duration
+		maxBatch, maxPoll, maxTake time.Duration
+		done                       = func() bool { return cp == nil || isClosed(cp.Done()) }
+		account                    = func() { // cp is done: count it
+			if err := cp.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			committed++
+			if cp.Manifest().Kind == checkpoint.KindIncremental {
+				incremental++
+			}
+		}
+		mask      = len(idx) - 1
+		i         int
+		batchFrom time.Time
+		cpu0      time.Duration
+		wall0     time.Time
+	)
+	b.ReportAllocs()
+	for b.Loop() {
+		if i == 0 {
+			batchFrom, cpu0, wall0 = time.Now(), cpuTime(), time.Now()
+		}
+		k := keys[idx[i&mask]]
+		n, err := c.v.Get(k, void)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.v.Put(k, void, n+1); err != nil {
+			b.Fatal(err)
+		}
+		i++
+		if i%pauseBatch != 0 {
+			continue
+		}
+		now := time.Now()
+		maxPause = max(maxPause, now.Sub(batchFrom))
+		maxBatch = max(maxBatch, now.Sub(batchFrom))
+		batchFrom = now
+		if every == "none" || !done() {
+			continue
+		}
+		if !polled { // confirm the last one now, not at the next Checkpoint
+			account()
+			cps.Poll()
+			polled = true
+			after := time.Now()
+			maxPause = max(maxPause, after.Sub(now))
+			maxPoll = max(maxPoll, after.Sub(now))
+			now, batchFrom = after, after
+		}
+		if cp != nil && now.Sub(taken) < interval {
+			continue
+		}
+		id++
+		if cp, err = cps.Checkpoint(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		polled = false
+		after := time.Now()
+		maxPause = max(maxPause, after.Sub(now))
+		maxTake = max(maxTake, after.Sub(now))
+		taken, batchFrom = now, after
+	}
+	wall, cpu := time.Since(wall0), cpuTime()-cpu0
+	if cp != nil && !polled && done() { // one still being written is not counted
+		account()
+	}
+	if testing.Verbose() { // which call was the longest
+		b.Logf("longest batch of %d updates %v, Poll %v, Checkpoint %v", pauseBatch, maxBatch, maxPoll, maxTake)
+	}
+	b.ReportMetric(float64(maxPause)/float64(time.Microsecond), "max-pause-us")
+	b.ReportMetric(float64(committed), "checkpoints")
+	share := 0.0
+	if committed > 0 {
+		share = float64(incremental) / float64(committed)
+	}
+	b.ReportMetric(share, "incremental-share")
+	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu-per-s")
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
