@@ -14,6 +14,11 @@ import (
 )
 
 func TestUsage(t *testing.T) {
+	nonEmpty := t.TempDir()
+	os.WriteFile(filepath.Join(nonEmpty, "notes.txt"), []byte("not a store"), 0o644)
+	if _, stdout, _ := runCLI("help"); strings.Contains(stdout, "demo-instance") {
+		t.Errorf("cowstate help lists the internal command demo-instance:\n%s", stdout)
+	}
 	for _, tc := range []struct {
 		args     []string
 		code     int
@@ -31,6 +36,14 @@ func TestUsage(t *testing.T) {
 		{[]string{"demo", "-keys", "x"}, 2, "", "invalid value \"x\" for flag -keys"},
 		{[]string{"demo", "extra"}, 2, "", "cowstate demo: unexpected arguments: extra"},
 		{[]string{"demo", "-events", "10", "-checkpoint-every", "10"}, 2, "", "need at least two checkpoint intervals"},
+		{[]string{"demo", "-dir", "a", "-store", "b"}, 2, "", "-dir a and -store b: give one"},
+		{[]string{"demo", "-instances", "0"}, 2, "", "-instances 0: need 1 to 64"},
+		{[]string{"demo", "-instances", "4", "-rescale-to", "3", "-max-parallelism", "3"}, 2, "", "-max-parallelism 3: need at least as many key groups as instances"},
+		{[]string{"demo", "-instances", "2", "-store", "mem://"}, 1, "", "a store in memory cannot be shared by -instances 2 processes"},
+		{[]string{"demo", "-store", nonEmpty}, 1, "", nonEmpty + " is not empty"},
+		{[]string{"help", "demo"}, 0, "-rescale-to m", ""},
+		{[]string{"help", "demo-instance"}, 0, "Demo-instance is internal to cowstate demo", ""},
+		{[]string{"demo-instance"}, 2, "", "need -store"},
 		{[]string{"inspect"}, 2, "", "need exactly one argument, the checkpoint directory"},
 		{[]string{"inspect", "a", "b"}, 2, "", "need exactly one argument, the checkpoint directory"},
 		{[]string{"verify", "-store", "x", "y"}, 2, "", "give the store as -store URL or as a directory argument, not both"},
