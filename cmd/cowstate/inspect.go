@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -20,8 +19,13 @@ import (
 func setupInspect(fs *flag.FlagSet) runFunc {
 	verbose := fs.Bool("v", false, "list the segments of each checkpoint")
 	asJSON := fs.Bool("json", false, "print the listing as JSON")
+	storeURL := fs.String("store", "", "the checkpoint store's `URL` (a directory, s3://, gs://, azblob://), instead of a directory argument")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		st, err := openStore(args)
+		raw, err := storeArg(*storeURL, args)
+		if err != nil {
+			return err
+		}
+		st, err := openExisting(ctx, raw)
 		if err != nil {
 			return err
 		}
@@ -29,21 +33,12 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// openStore returns the storage of the one argument of inspect and
-// verify, a store directory that must exist (checkpoint.Dir would create
-// it).
-func openStore(args []string) (*checkpoint.DirStorage, error) {
-	if len(args) != 1 {
-		return nil, usageError{"need exactly one argument, the checkpoint directory"}
+// verifyHint is the command line that verifies st, for messages.
+func verifyHint(st checkpoint.Storage) string {
+	if d, ok := st.(*checkpoint.DirStorage); ok {
+		return fmt.Sprintf("'cowstate verify %s'", d)
 	}
-	fi, err := os.Stat(args[0])
-	if err != nil {
-		return nil, fmt.Errorf("no checkpoint store at %s: %w (give the -dir of a cowstate demo run with -keep, or another checkpoint directory)", args[0], err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("no checkpoint store at %s: not a directory", args[0])
-	}
-	return checkpoint.Dir(args[0])
+	return fmt.Sprintf("'cowstate verify -store URL' with the URL of %s", st)
 }
 
 // storeErr words the errors of opening a store for the command line.
@@ -60,6 +55,14 @@ func storeErr(st checkpoint.Storage, err error) error {
 func inspect(ctx context.Context, st checkpoint.Storage, verbose, asJSON bool, stdout, stderr io.Writer) error {
 	l, err := checkpoint.Inspect(ctx, st)
 	if l == nil {
+		if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+			if job, jerr := listJob(ctx, st); jerr != nil || job != nil {
+				if jerr != nil {
+					return jerr
+				}
+				return inspectJob(ctx, job, verbose, asJSON, stdout, stderr)
+			}
+		}
 		return storeErr(st, err)
 	}
 	if asJSON {
@@ -75,7 +78,7 @@ func inspect(ctx context.Context, st checkpoint.Storage, verbose, asJSON bool, s
 		for _, d := range l.Skipped {
 			fmt.Fprintf(stderr, "cowstate inspect: damaged: %s\n", d.Problem)
 		}
-		fmt.Fprintf(stderr, "cowstate inspect: run 'cowstate verify %s' to check the whole store\n", st)
+		fmt.Fprintf(stderr, "cowstate inspect: run %s to check the whole store\n", verifyHint(st))
 		return exitError(1)
 	}
 	return nil

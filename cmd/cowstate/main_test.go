@@ -10,9 +10,15 @@ import (
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/checkpoint"
+	"github.com/cowstate/cowstate/statetable"
 )
 
 func TestUsage(t *testing.T) {
+	nonEmpty := t.TempDir()
+	os.WriteFile(filepath.Join(nonEmpty, "notes.txt"), []byte("not a store"), 0o644)
+	if _, stdout, _ := runCLI("help"); strings.Contains(stdout, "demo-instance") {
+		t.Errorf("cowstate help lists the internal command demo-instance:\n%s", stdout)
+	}
 	for _, tc := range []struct {
 		args     []string
 		code     int
@@ -30,8 +36,21 @@ func TestUsage(t *testing.T) {
 		{[]string{"demo", "-keys", "x"}, 2, "", "invalid value \"x\" for flag -keys"},
 		{[]string{"demo", "extra"}, 2, "", "cowstate demo: unexpected arguments: extra"},
 		{[]string{"demo", "-events", "10", "-checkpoint-every", "10"}, 2, "", "need at least two checkpoint intervals"},
+		{[]string{"demo", "-dir", "a", "-store", "b"}, 2, "", "-dir a and -store b: give one"},
+		{[]string{"demo", "-instances", "0"}, 2, "", "-instances 0: need 1 to 64"},
+		{[]string{"demo", "-instances", "4", "-rescale-to", "3", "-max-parallelism", "3"}, 2, "", "-max-parallelism 3: need at least as many key groups as instances"},
+		{[]string{"demo", "-instances", "2", "-store", "mem://"}, 1, "", "a store in memory cannot be shared by -instances 2 processes"},
+		{[]string{"demo", "-store", nonEmpty}, 1, "", nonEmpty + " is not empty"},
+		{[]string{"help", "demo"}, 0, "-rescale-to m", ""},
+		{[]string{"help", "demo-instance"}, 0, "Demo-instance is internal to cowstate demo", ""},
+		{[]string{"demo-instance"}, 2, "", "need -store"},
 		{[]string{"inspect"}, 2, "", "need exactly one argument, the checkpoint directory"},
+		{[]string{"inspect", "a", "b"}, 2, "", "need exactly one argument, the checkpoint directory"},
+		{[]string{"verify", "-store", "x", "y"}, 2, "", "give the store as -store URL or as a directory argument, not both"},
 		{[]string{"verify", filepath.Join(t.TempDir(), "missing")}, 1, "", "no checkpoint store at "},
+		{[]string{"verify", "-store", filepath.Join(t.TempDir(), "missing")}, 1, "", "no checkpoint store at "},
+		{[]string{"inspect", "-store", "file://" + filepath.Join(t.TempDir(), "missing")}, 1, "", "no checkpoint store at /"},
+		{[]string{"help", "verify"}, 0, "-store URL", ""},
 	} {
 		code, stdout, stderr := runCLI(tc.args...)
 		if code != tc.code || !strings.Contains(stdout, tc.out) || !strings.Contains(stderr, tc.err) {
@@ -50,6 +69,12 @@ func TestInspectAndVerifyTellTheTruth(t *testing.T) {
 		code, stdout, stderr := runCLI(cmd, dir)
 		if code != 1 || !strings.Contains(stderr, "no checkpoint store at "+dir) {
 			t.Errorf("%s of a directory that is not a store: status %d\n%s%s", cmd, code, stdout, stderr)
+		}
+	}
+	for _, cmd := range []string{"inspect", "verify"} {
+		code, stdout, stderr := runCLI(cmd, "-store", "file://"+dir)
+		if code != 1 || !strings.Contains(stderr, "no checkpoint store at "+dir) {
+			t.Errorf("%s -store file://%s, not a store: status %d\n%s%s", cmd, dir, code, stdout, stderr)
 		}
 	}
 	// A store with no checkpoint yet: inspect lists nothing, verify fails.
@@ -75,6 +100,10 @@ func TestInspectAndVerifyTellTheTruth(t *testing.T) {
 	if err := cp.Wait(); err != nil {
 		t.Fatal(err)
 	}
+	code, stdout, _ = runCLI("verify", "-store", dir)
+	if code != 0 || !strings.Contains(stdout, "ok: 1 checkpoints") {
+		t.Errorf("verify -store: status %d\n%s", code, stdout)
+	}
 	code, stdout, _ = runCLI("verify", "-json", dir)
 	var rep checkpoint.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || len(rep.Checkpoints) != 1 || !rep.Checkpoints[0].Restores {
@@ -99,4 +128,101 @@ func TestInspectAndVerifyTellTheTruth(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, "damaged: ") || !strings.Contains(stdout, filepath.Base(newest)) {
 		t.Errorf("verify with a damaged manifest: status %d\n%s", code, stdout)
 	}
+}
+
+// TestInspectAndVerify_JobStore: a store of several instances
+// (checkpoint.OpenInstance) has no store at its root; inspect and verify
+// read each instance's and say which job checkpoints are complete and
+// restore.
+func TestInspectAndVerify_JobStore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := checkpoint.Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stores []*checkpoint.Store
+	for i := range 2 {
+		kgs := statetable.RangeForOperator(8, 2, i)
+		b, err := cowstate.New(cowstate.Config{MaxParallelism: 8, KeyGroups: &kgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := checkpoint.OpenInstance(ctx, b, st, checkpoint.Options{Retention: checkpoint.Retention{KeepLast: 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	// Checkpoint 1 by both instances, 2 by the first only.
+	for i, s := range stores {
+		for id := uint64(1); id <= uint64(2-i); id++ {
+			cp, err := s.Checkpoint(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cp.Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	code, stdout, stderr := runCLI("inspect", dir)
+	for _, want := range []string{"job store " + dir + ": 2 instances, 2 job checkpoints and savepoints (1 complete)", "instance [4, 7]: store " + dir + " (kg-00004-00007.*)"} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("inspect of a job store: status %d, want %q\n%s%s", code, want, stdout, stderr)
+		}
+	}
+	for _, row := range []string{"1 checkpoint yes [0, 3] [4, 7]", "2 checkpoint no [0, 3]"} {
+		if !hasRow(stdout, row) {
+			t.Errorf("inspect of a job store lacks the row %q\n%s", row, stdout)
+		}
+	}
+	code, stdout, _ = runCLI("verify", dir)
+	for _, want := range []string{"job checkpoint 1: complete, restores\n", "job checkpoint 2: incomplete", "ok: 1 complete job checkpoints and savepoints, all restore (2 instances)"} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("verify of a job store: status %d, want %q\n%s", code, want, stdout)
+		}
+	}
+	code, stdout, _ = runCLI("verify", "-json", dir)
+	var rep struct {
+		Checkpoints []jobEntry           `json:"job_checkpoints"`
+		Instances   []*checkpoint.Report `json:"instances"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || len(rep.Checkpoints) != 2 || !*rep.Checkpoints[0].Restores || rep.Checkpoints[1].Complete || len(rep.Instances) != 2 {
+		t.Errorf("verify -json of a job store: status %d, %v\n%s", code, err, stdout)
+	}
+	code, stdout, _ = runCLI("inspect", "-json", dir)
+	var l struct {
+		Checkpoints []jobEntry            `json:"job_checkpoints"`
+		Instances   []*checkpoint.Listing `json:"instances"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &l); code != 0 || err != nil || len(l.Checkpoints) != 2 || len(l.Instances) != 2 {
+		t.Errorf("inspect -json of a job store: status %d, %v\n%s", code, err, stdout)
+	}
+
+	// Damage the second instance's segment of checkpoint 1: job checkpoint
+	// 1 no longer restores, and verify names the segment.
+	segs, _ := filepath.Glob(filepath.Join(dir, "kg-00004-00007.*.cws"))
+	if len(segs) != 1 {
+		t.Fatalf("segments of instance [4, 7]: %v", segs)
+	}
+	if err := os.WriteFile(segs[0], []byte("damaged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ = runCLI("verify", dir)
+	for _, want := range []string{"  damaged: " + strings.TrimPrefix(filepath.Base(segs[0]), "kg-00004-00007."), "job checkpoint 1: complete, DOES NOT RESTORE", "FAIL: "} {
+		if code != 1 || !strings.Contains(stdout, want) {
+			t.Errorf("verify of a damaged job store: status %d, want %q\n%s", code, want, stdout)
+		}
+	}
+}
+
+// hasRow reports whether a line of a table in out has the words of row.
+func hasRow(out, row string) bool {
+	for line := range strings.Lines(out) {
+		if strings.Join(strings.Fields(line), " ") == row {
+			return true
+		}
+	}
+	return false
 }

@@ -55,10 +55,17 @@ type pipeline struct {
 	cfg    *demoConfig
 	tasks  []*task
 	src    *Stream
-	sink   *sessionSink
+	sink   resultSink
 	store  *checkpoint.Store // nil: no checkpoints
 	ctx    context.Context
 	cancel context.CancelFunc
+	// partial: the subtasks own only some key groups (one instance of a
+	// job of several processes); the events of the others are skipped.
+	partial bool
+	// aligned: a checkpoint that falls due while another is being written
+	// waits for that write, so that it is taken at its offset, as every
+	// instance of a job takes it (their ids must match).
+	aligned bool
 
 	inflight []*checkpoint.Checkpoint
 	due      bool // a checkpoint is due, waiting for the one in flight
@@ -69,11 +76,29 @@ type pipeline struct {
 
 // newPipeline returns a pipeline of parallelism subtasks (the key groups
 // split as statetable.RangeForOperator does) over a stream at offset 0.
-func newPipeline(ctx context.Context, name string, cfg *demoConfig, parallelism int, sink *sessionSink, rep *report, prog *progress) (*pipeline, error) {
+func newPipeline(ctx context.Context, name string, cfg *demoConfig, parallelism int, sink resultSink, rep *report, prog *progress) (*pipeline, error) {
+	return newPipelineOf(ctx, name, cfg, splitKeyGroups(cfg.maxParallelism, parallelism), sink, rep, prog)
+}
+
+// splitKeyGroups returns the key groups of each of n subtasks, as
+// statetable.RangeForOperator assigns them.
+func splitKeyGroups(maxParallelism, n int) []statetable.KeyGroupRange {
+	rs := make([]statetable.KeyGroupRange, n)
+	for i := range rs {
+		rs[i] = statetable.RangeForOperator(maxParallelism, n, i)
+	}
+	return rs
+}
+
+// newPipelineOf returns a pipeline of one subtask per range of key groups
+// over a stream at offset 0. Ranges that leave key groups out make a
+// partial pipeline, which skips the events of those.
+func newPipelineOf(ctx context.Context, name string, cfg *demoConfig, ranges []statetable.KeyGroupRange, sink resultSink, rep *report, prog *progress) (*pipeline, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &pipeline{name: name, cfg: cfg, src: newStream(cfg.stream()), sink: sink, ctx: ctx, cancel: cancel, report: rep, progress: prog}
-	for i := range parallelism {
-		kgs := statetable.RangeForOperator(cfg.maxParallelism, parallelism, i)
+	owned := 0
+	for _, kgs := range ranges {
+		owned += kgs.Len()
 		b, err := cowstate.New(cowstate.Config{MaxParallelism: cfg.maxParallelism, KeyGroups: &kgs})
 		if err != nil {
 			return nil, err
@@ -84,12 +109,14 @@ func newPipeline(ctx context.Context, name string, cfg *demoConfig, parallelism 
 		}
 		p.tasks = append(p.tasks, &task{b: b, job: job})
 	}
+	p.partial = owned < cfg.maxParallelism
 	return p, nil
 }
 
-// route returns the subtask that owns the key of e.
+// route returns the subtask that owns the key of e; nil, in a partial
+// pipeline, if none does.
 func (p *pipeline) route(e Event) *task {
-	if len(p.tasks) == 1 {
+	if len(p.tasks) == 1 && !p.partial {
 		return p.tasks[0]
 	}
 	g := statetable.KeyGroupOf(statetable.HashKey([]byte(e.User)), p.cfg.maxParallelism)
@@ -97,6 +124,9 @@ func (p *pipeline) route(e Event) *task {
 		if t.b.KeyGroups().Contains(g) {
 			return t
 		}
+	}
+	if p.partial {
+		return nil
 	}
 	panic(fmt.Sprintf("no subtask owns key group %d", g))
 }
@@ -157,8 +187,10 @@ func (p *pipeline) loop(until int64) error {
 	p.progress.begin(p.name, p.src.Pos())
 	for p.src.Pos() < until {
 		e := p.src.Next()
-		if err := p.route(e).job.Process(e); err != nil {
-			return fmt.Errorf("%s: event %d: %w", p.name, p.src.Pos()-1, err)
+		if t := p.route(e); t != nil {
+			if err := t.job.Process(e); err != nil {
+				return fmt.Errorf("%s: event %d: %w", p.name, p.src.Pos()-1, err)
+			}
 		}
 		pos := p.src.Pos()
 		if pos%p.cfg.every == 0 && p.store != nil {
@@ -169,8 +201,9 @@ func (p *pipeline) loop(until int64) error {
 			// At most one checkpoint in flight, as Flink does by default: a
 			// checkpoint taken while the last one is still being written
 			// would diff against an older confirmed base. It waits for the
-			// next event after that write ends; processing does not wait.
-			if err := p.poll(false); err != nil {
+			// next event after that write ends; processing does not wait,
+			// unless the checkpoints are aligned.
+			if err := p.poll(p.aligned); err != nil {
 				return err
 			}
 			checkpoint = len(p.inflight) == 0
@@ -203,7 +236,9 @@ func (p *pipeline) loop(until int64) error {
 // offset to replay from) and prepares the sink's open transaction under
 // it.
 func (p *pipeline) checkpoint(id uint64) error {
-	p.sink.Prepare(id)
+	if err := p.sink.Prepare(id); err != nil {
+		return fmt.Errorf("%s: checkpoint %d: %w", p.name, id, err)
+	}
 	cp, err := p.store.Checkpoint(p.ctx, id)
 	if err != nil {
 		return fmt.Errorf("%s: checkpoint %d: %w", p.name, id, err)
@@ -237,7 +272,9 @@ func (p *pipeline) poll(wait bool) error {
 		if err := p.store.Confirm(cp.ID()); err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
-		p.sink.Commit(cp.ID())
+		if err := p.sink.Commit(cp.ID()); err != nil {
+			return fmt.Errorf("%s: checkpoint %d: %w", p.name, cp.ID(), err)
+		}
 	}
 	return nil
 }
@@ -254,7 +291,9 @@ func (p *pipeline) finish() error {
 			return err
 		}
 	}
-	p.sink.Finish()
+	if err := p.sink.Finish(); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
 	p.progress.done(p.name, p.src.Pos(), p.taken)
 	p.cancel()
 	return nil
@@ -277,6 +316,25 @@ func (p *pipeline) crash() {
 	}
 	p.progress.done(p.name, p.src.Pos(), p.taken)
 	p.inflight, p.tasks, p.store = nil, nil, nil
+}
+
+// halt stops the pipeline at a crash point without confirming anything
+// more: the checkpoints in flight finish their writes, so that every
+// instance of a job has committed every checkpoint it took (an error if
+// one fails), and the pipeline waits there to be killed. See
+// runInstance.
+func (p *pipeline) halt() error {
+	var err error
+	for _, cp := range p.inflight {
+		werr := cp.Wait()
+		p.report.addCheckpoint(p.name, cp, "committed, unconfirmed at the crash", true)
+		if werr != nil && err == nil {
+			err = fmt.Errorf("%s: checkpoint %d: %w", p.name, cp.ID(), werr)
+		}
+	}
+	p.inflight = nil
+	p.progress.done(p.name, p.src.Pos(), p.taken)
+	return err
 }
 
 // counts returns the digest of the per-user results held in state: each

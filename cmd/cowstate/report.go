@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,9 +16,11 @@ import (
 // end.
 type report struct {
 	checkpoints []checkpointRow
-	restored    *checkpoint.Manifest
+	restored    *checkpoint.Manifest      // in-process demo
+	restoredJob *checkpoint.JobCheckpoint // demo of several processes
 	restores    []restoreRow
 	results     []resultRow
+	processes   bool // the restores are processes, not backends
 }
 
 type checkpointRow struct {
@@ -56,6 +59,56 @@ func (r *report) addCheckpoint(run string, cp *checkpoint.Checkpoint, status str
 	r.checkpoints = append(r.checkpoints, row)
 }
 
+// addJobCheckpoints records the checkpoints of a job's instances, one row
+// per checkpoint id: its kind if the instances agree ("mixed" if not),
+// their changed entries and bytes added up, the longest segment chain, the
+// slowest capture and write, and each status with the number of
+// instances if not all of them say it.
+func (r *report) addJobCheckpoints(run string, instances []*instanceReport) {
+	byID := map[uint64][]checkpointReport{}
+	var ids []uint64
+	for _, in := range instances {
+		for _, c := range in.Checkpoints {
+			if byID[c.ID] == nil {
+				ids = append(ids, c.ID)
+			}
+			byID[c.ID] = append(byID[c.ID], c)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		cs := byID[id]
+		row := checkpointRow{run: run, id: id, kind: cs[0].Kind}
+		var statuses []string
+		count := map[string]int{}
+		for _, c := range cs {
+			if c.Kind != row.kind {
+				row.kind = "mixed"
+			}
+			if count[c.Status]++; count[c.Status] == 1 {
+				statuses = append(statuses, c.Status)
+			}
+			if c.Kind == string(checkpoint.KindIncremental) {
+				row.changed += c.Changed
+			}
+			row.segments = max(row.segments, c.Segments)
+			row.bytes += c.Bytes
+			row.capture = max(row.capture, c.Capture)
+			row.write = max(row.write, c.Write)
+		}
+		for i, st := range statuses {
+			if i > 0 {
+				row.status += "; "
+			}
+			row.status += st
+			if count[st] < len(instances) {
+				row.status += fmt.Sprintf(" (%d of %d instances)", count[st], len(instances))
+			}
+		}
+		r.checkpoints = append(r.checkpoints, row)
+	}
+}
+
 // write prints the summary.
 func (r *report) write(w io.Writer) {
 	fmt.Fprintln(w, "checkpoints:")
@@ -63,7 +116,7 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintln(tw, "run\tid\tkind\tchanged\tsegments\tbytes written\tcapture\twrite\t\tstatus")
 	for _, c := range r.checkpoints {
 		changed := "-"
-		if c.kind == string(checkpoint.KindIncremental) {
+		if c.kind == string(checkpoint.KindIncremental) || c.kind == "mixed" {
 			changed = fmt.Sprint(c.changed)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t\t%s\n", c.run, c.id, c.kind, changed, c.segments,
@@ -72,8 +125,21 @@ func (r *report) write(w io.Writer) {
 	tw.Flush()
 	if m := r.restored; m != nil {
 		fmt.Fprintf(w, "\nrestores of checkpoint %d (%s, %s, %s):\n", m.ID, m.Kind, chain(m), formatBytes(m.Size()))
+	}
+	if jc := r.restoredJob; jc != nil {
+		var size int64
+		for _, m := range jc.Instances {
+			size += m.Size()
+		}
+		fmt.Fprintf(w, "\nrestores of job checkpoint %d (the newest complete: %d instances, key groups %s, %s):\n", jc.ID, len(jc.Instances), rangesString(jc.KeyGroups()), formatBytes(size))
+	}
+	if len(r.restores) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "backends\tkey groups\trestore time\t")
+		if r.processes {
+			fmt.Fprintln(tw, "processes\tkey groups\trestore time\t")
+		} else {
+			fmt.Fprintln(tw, "backends\tkey groups\trestore time\t")
+		}
 		for _, x := range r.restores {
 			fmt.Fprintf(tw, "%d\t%v\t%s\t\n", x.backends, x.keyGroups, formatDuration(x.took))
 		}

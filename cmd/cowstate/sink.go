@@ -38,6 +38,33 @@ func appendSession(dst []byte, r SessionResult) []byte {
 	return dst
 }
 
+// resultSink is where the job's session results go, exactly once: by two
+// phases, on the checkpoints. The pipeline emits into the open
+// transaction, prepares it under each checkpoint it takes, commits the
+// prepared ones when a checkpoint is confirmed, recovers after a restore
+// and commits everything at the end of the stream. Writer goroutine of
+// the pipeline.
+type resultSink interface {
+	// Emit adds a record to the open transaction.
+	Emit(SessionResult)
+	// Prepare closes the open transaction under checkpoint id.
+	Prepare(id uint64) error
+	// Commit commits the transactions prepared up to checkpoint id.
+	Commit(id uint64) error
+	// Recover commits the transactions prepared up to the restored
+	// checkpoint id, before the crash, and aborts the later ones.
+	Recover(id uint64) error
+	// Finish commits everything: the end of a bounded stream.
+	Finish() error
+	// Committed returns the digest of every committed record.
+	Committed() (digest, error)
+}
+
+var (
+	_ resultSink = (*sessionSink)(nil)
+	_ resultSink = (*dirSink)(nil)
+)
+
 // sessionSink is the demo's external output system, with exactly-once
 // delivery by two-phase commit, as Flink's transactional sinks do: what
 // the job emits goes into an open transaction; at a checkpoint the
@@ -65,18 +92,20 @@ func (s *sessionSink) Emit(r SessionResult) {
 }
 
 // Prepare closes the open transaction under checkpoint id.
-func (s *sessionSink) Prepare(id uint64) {
+func (s *sessionSink) Prepare(id uint64) error {
 	s.prepared = append(s.prepared, preparedTxn{id, s.open})
 	s.open = digest{}
+	return nil
 }
 
 // Commit commits the transactions prepared up to checkpoint id.
-func (s *sessionSink) Commit(id uint64) {
+func (s *sessionSink) Commit(id uint64) error {
 	i := 0
 	for ; i < len(s.prepared) && s.prepared[i].id <= id; i++ {
 		s.committed.merge(s.prepared[i].d)
 	}
 	s.prepared = s.prepared[i:]
+	return nil
 }
 
 // Crash is what survives a crash of the job: the committed and prepared
@@ -87,17 +116,22 @@ func (s *sessionSink) Crash() *sessionSink {
 
 // Recover commits the transactions prepared up to the restored checkpoint
 // id and aborts the rest.
-func (s *sessionSink) Recover(id uint64) {
+func (s *sessionSink) Recover(id uint64) error {
 	s.Commit(id)
 	s.prepared = nil
 	s.open = digest{}
+	return nil
 }
 
 // Finish commits everything: the end of a bounded stream.
-func (s *sessionSink) Finish() {
+func (s *sessionSink) Finish() error {
 	for _, p := range s.prepared {
 		s.committed.merge(p.d)
 	}
 	s.committed.merge(s.open)
 	s.prepared, s.open = nil, digest{}
+	return nil
 }
+
+// Committed returns the digest of the committed records.
+func (s *sessionSink) Committed() (digest, error) { return s.committed, nil }

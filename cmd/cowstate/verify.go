@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,8 +15,13 @@ import (
 // setupVerify is "cowstate verify".
 func setupVerify(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	storeURL := fs.String("store", "", "the checkpoint store's `URL` (a directory, s3://, gs://, azblob://), instead of a directory argument")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		st, err := openStore(args)
+		raw, err := storeArg(*storeURL, args)
+		if err != nil {
+			return err
+		}
+		st, err := openExisting(ctx, raw)
 		if err != nil {
 			return err
 		}
@@ -28,6 +34,14 @@ func setupVerify(fs *flag.FlagSet) runFunc {
 // Exit status 1 if anything is damaged or nothing restores.
 func verify(ctx context.Context, st checkpoint.Storage, asJSON bool, stdout io.Writer) error {
 	rep, err := checkpoint.Verify(ctx, st)
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		if job, jerr := listJob(ctx, st); jerr != nil || job != nil {
+			if jerr != nil {
+				return jerr
+			}
+			return verifyJob(ctx, job, asJSON, stdout)
+		}
+	}
 	if err != nil {
 		return storeErr(st, err)
 	}
