@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cowstate/cowstate/internal/s3test"
+	"github.com/cowstate/cowstate/internal/testjob"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 	_ "gocloud.dev/blob/s3blob"
@@ -265,5 +266,67 @@ func TestDirStorage_FIFO(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		os.WriteFile(filepath.Join(dir, "fifo"), nil, 0) // unblock the reader
 		t.Fatal("open of a FIFO blocks")
+	}
+}
+
+// conflictStorage answers the first create-only commit of each manifest as
+// S3 does when two conditional writes of one name meet (409
+// ConditionalRequestConflict), after writing it or not, as it chooses.
+type conflictStorage struct {
+	Storage
+	mu     sync.Mutex
+	seen   map[string]bool
+	writes bool // whether the conflicting commit wrote the object
+}
+
+type conflictWriter struct {
+	ObjectWriter
+	s    *conflictStorage
+	name string
+}
+
+func (s *conflictStorage) Create(ctx context.Context, name string) (ObjectWriter, error) {
+	w, err := s.Storage.Create(ctx, name)
+	return conflictWriter{w, s, name}, err
+}
+
+func (w conflictWriter) Commit() error {
+	w.s.mu.Lock()
+	first := !w.s.seen[w.name]
+	w.s.seen[w.name] = true
+	w.s.mu.Unlock()
+	if _, isManifest := manifestSeq(w.name); !isManifest || !first {
+		return w.ObjectWriter.Commit()
+	}
+	if w.s.writes {
+		w.ObjectWriter.Commit()
+	} else {
+		w.ObjectWriter.Abort()
+	}
+	return fmt.Errorf("commit %s: %w: api error ConditionalRequestConflict", w.name, errConflict)
+}
+
+// TestStore_ConditionalRequestConflict: a manifest commit answered with a
+// conflict is written again, and the store learns whether the first one
+// took (then it is its own, and adopted) or not.
+func TestStore_ConditionalRequestConflict(t *testing.T) {
+	for _, writes := range []bool{false, true} {
+		st := &conflictStorage{Storage: Memory(), seen: map[string]bool{}, writes: writes}
+		j := testjob.New(t, 16, nil)
+		j.Load(50, 1)
+		s, err := Open(bg, j.B, st, Options{AutoConfirm: true})
+		if err != nil {
+			t.Fatalf("writes %v: open: %v", writes, err)
+		}
+		for id := uint64(1); id <= 3; id++ {
+			j.Load(5, int(id))
+			if _, _, err := checkpoint(t, j, s, id); err != nil {
+				t.Fatalf("writes %v: checkpoint %d: %v", writes, id, err)
+			}
+		}
+		got, m, err := restoreStore(t, st, 0, nil)
+		if err != nil || m.ID != 3 || !slices.Equal(got.Dump(t, nil), j.Dump(t, nil)) {
+			t.Fatalf("writes %v: restore: %v", writes, err)
+		}
 	}
 }

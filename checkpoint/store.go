@@ -207,6 +207,13 @@ func (s *Store) create(ctx context.Context, sm *storeManifest) error {
 			time.Sleep(time.Duration(10<<attempt) * time.Millisecond)
 			continue
 		}
+		if errors.Is(err, fs.ErrExist) && attempt > 0 {
+			// After a conflict, "exists" may be our own first write: its
+			// writer id says.
+			if other, rerr := readManifest(ctx, s.st, name); rerr == nil && other.Writer == s.writer && other.Seq == sm.Seq {
+				err = nil
+			}
+		}
 		if err != nil {
 			return err
 		}
