@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,9 +65,7 @@ func inspect(ctx context.Context, st checkpoint.Storage, verbose, asJSON bool, s
 		return storeErr(st, err)
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(l); err != nil {
+		if err := writeJSON(stdout, l); err != nil {
 			return err
 		}
 	} else {

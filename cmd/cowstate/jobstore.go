@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -113,14 +112,12 @@ func inspectJob(ctx context.Context, j *jobStore, verbose, asJSON bool, stdout, 
 		}
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
 		v := struct {
 			Storage     string                `json:"storage"`
 			Checkpoints []jobEntry            `json:"job_checkpoints"`
 			Instances   []*checkpoint.Listing `json:"instances"`
 		}{j.st.String(), j.entries(), ls}
-		if err := enc.Encode(v); err != nil {
+		if err := writeJSON(stdout, v); err != nil {
 			return err
 		}
 	} else {
@@ -198,31 +195,20 @@ func verifyJob(ctx context.Context, j *jobStore, asJSON bool, stdout io.Writer) 
 		}
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
 		v := struct {
 			Storage     string               `json:"storage"`
 			Checkpoints []jobEntry           `json:"job_checkpoints"`
 			Instances   []*checkpoint.Report `json:"instances"`
 			Problems    []string             `json:"problems,omitempty"`
 		}{j.st.String(), es, reps, problems}
-		if err := enc.Encode(v); err != nil {
+		if err := writeJSON(stdout, v); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintln(stdout, j.summary())
 		for i, rep := range reps {
 			fmt.Fprintf(stdout, "instance %v, manifest %s:\n", j.instances[i], rep.Manifest)
-			for _, c := range rep.Checkpoints {
-				verdict := "restores"
-				if !c.Restores {
-					verdict = "DOES NOT RESTORE: " + strings.Join(c.Problems, "; ")
-				}
-				fmt.Fprintf(stdout, "  %s %d: %s\n", c.Kind, c.ID, verdict)
-			}
-			for _, d := range rep.Damage {
-				fmt.Fprintf(stdout, "  damaged: %s\n", d)
-			}
+			writeReport(stdout, rep, "  ")
 		}
 		for _, p := range problems {
 			fmt.Fprintf(stdout, "damaged: %s\n", p)

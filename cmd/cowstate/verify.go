@@ -52,25 +52,14 @@ func verify(ctx context.Context, st checkpoint.Storage, asJSON bool, stdout io.W
 		}
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := writeJSON(stdout, rep); err != nil {
 			return err
 		}
 	} else {
 		if rep.Manifest != "" {
 			fmt.Fprintf(stdout, "store %s, manifest %s\n", rep.Storage, rep.Manifest)
 		}
-		for _, c := range rep.Checkpoints {
-			verdict := "restores"
-			if !c.Restores {
-				verdict = "DOES NOT RESTORE: " + strings.Join(c.Problems, "; ")
-			}
-			fmt.Fprintf(stdout, "%s %d: %s\n", c.Kind, c.ID, verdict)
-		}
-		for _, d := range rep.Damage {
-			fmt.Fprintf(stdout, "damaged: %s\n", d)
-		}
+		writeReport(stdout, rep, "")
 		switch {
 		case !rep.Intact() && restorable > 0:
 			fmt.Fprintf(stdout, "FAIL: %d problems; %d of %d checkpoints and savepoints restore\n", len(rep.Damage), restorable, len(rep.Checkpoints))
@@ -86,4 +75,26 @@ func verify(ctx context.Context, st checkpoint.Storage, asJSON bool, stdout io.W
 		return exitError(1)
 	}
 	return nil
+}
+
+// writeReport prints, each line after indent, whether each checkpoint of
+// rep restores, then each damaged object.
+func writeReport(w io.Writer, rep *checkpoint.Report, indent string) {
+	for _, c := range rep.Checkpoints {
+		verdict := "restores"
+		if !c.Restores {
+			verdict = "DOES NOT RESTORE: " + strings.Join(c.Problems, "; ")
+		}
+		fmt.Fprintf(w, "%s%s %d: %s\n", indent, c.Kind, c.ID, verdict)
+	}
+	for _, d := range rep.Damage {
+		fmt.Fprintf(w, "%sdamaged: %s\n", indent, d)
+	}
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
