@@ -436,6 +436,7 @@ func TestStore_CancelledRestoreLeavesBackendEmpty(t *testing.T) {
 	if _, _, err := checkpoint(t, j, s, 1); err != nil {
 		t.Fatal(err)
 	}
+	cancelled := 0
 	for _, after := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond} {
 		j2 := testjob.New(t, 16, nil)
 		ctx, cancel := context.WithTimeout(bg, after)
@@ -450,5 +451,9 @@ func TestStore_CancelledRestoreLeavesBackendEmpty(t *testing.T) {
 		if !j2.B.Empty() {
 			t.Fatalf("a restore cancelled after %v left state", after)
 		}
+		cancelled++
+	}
+	if cancelled == 0 {
+		t.Fatal("no restore was cancelled")
 	}
 }

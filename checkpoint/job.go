@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -158,23 +159,13 @@ func ListJob(ctx context.Context, job Storage) ([]*JobCheckpoint, error) {
 		if a.Savepoint != b.Savepoint {
 			return boolInt(a.Savepoint) - boolInt(b.Savepoint)
 		}
-		return compareID(a.ID, b.ID)
+		return cmp.Compare(a.ID, b.ID)
 	})
 	return out, errors.Join(errs...)
 }
 
 func boolInt(b bool) int {
 	if b {
-		return 1
-	}
-	return 0
-}
-
-func compareID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
 		return 1
 	}
 	return 0

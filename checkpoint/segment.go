@@ -182,14 +182,18 @@ func readDelta(ctx context.Context, st Storage, s Segment, kgs *statetable.KeyGr
 // checked against the manifest, and each section against the skeleton's
 // index, before it is used.
 
-// recordingReader hashes every read through it.
+// recordingReader hashes every read through it until stopped.
 type recordingReader struct {
-	r io.ReaderAt
-	h *xxhash.Digest
+	r       io.ReaderAt
+	h       *xxhash.Digest
+	stopped bool
 }
 
-func (rr recordingReader) ReadAt(p []byte, off int64) (int, error) {
+func (rr *recordingReader) ReadAt(p []byte, off int64) (int, error) {
 	n, err := rr.r.ReadAt(p, off)
+	if rr.stopped {
+		return n, err
+	}
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:], uint64(off))
 	binary.BigEndian.PutUint64(b[8:], uint64(n))
@@ -232,7 +236,7 @@ func skeletonSum(ctx context.Context, st Storage, s Segment, content []byte) (st
 		defer f.Close()
 		r, size = storageReaderAt{f: f, name: s.Name}, f.Size()
 	}
-	rr := recordingReader{r, xxhash.New()}
+	rr := &recordingReader{r: r, h: xxhash.New()}
 	var err error
 	if s.Delta {
 		_, err = delta.Open(rr, size)
@@ -263,7 +267,8 @@ func openRanged(ctx context.Context, st Storage, s Segment, fetched *atomic.Int6
 }
 
 // checkSkeleton compares the skeleton read through rr with the manifest.
-func checkSkeleton(s Segment, rr recordingReader) error {
+func checkSkeleton(s Segment, rr *recordingReader) error {
+	rr.stopped = true // what is read from here on is sections, checked by the index
 	if got := sumHex(rr.h.Sum64()); got != s.Skeleton {
 		return fmt.Errorf("%w: segment %s: skeleton xxhash64 %s, the manifest says %s", ErrCorrupt, s.Name, got, s.Skeleton)
 	}
@@ -278,7 +283,7 @@ func openFullRange(ctx context.Context, st Storage, m *Manifest, fetched *atomic
 	if err != nil {
 		return nil, nil, err
 	}
-	rr := recordingReader{r, xxhash.New()} // sections read later go through it too: cheap
+	rr := &recordingReader{r: r, h: xxhash.New()}
 	sr, err := snapshot.Open(rr, size)
 	if err == nil {
 		err = checkSkeleton(s, rr)
@@ -301,7 +306,7 @@ func readDeltaRange(ctx context.Context, st Storage, s Segment, kgs statetable.K
 		return nil, err
 	}
 	defer closer()
-	rr := recordingReader{r, xxhash.New()}
+	rr := &recordingReader{r: r, h: xxhash.New()}
 	dr, err := delta.Open(rr, size)
 	if err == nil {
 		err = checkSkeleton(s, rr)

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -568,15 +569,7 @@ func (s *Store) writeSavepoint(ctx context.Context, cp *Checkpoint, epoch uint64
 	})
 }
 
-func byID(a, b *Manifest) int {
-	switch {
-	case a.ID < b.ID:
-		return -1
-	case a.ID > b.ID:
-		return 1
-	}
-	return 0
-}
+func byID(a, b *Manifest) int { return cmp.Compare(a.ID, b.ID) }
 
 func (s *Store) writeFull(ctx context.Context, cp *Checkpoint, name string, savepoint bool) (Segment, error) {
 	size, sum, err := writeObject(ctx, s.st, name, func(w io.Writer) error {
