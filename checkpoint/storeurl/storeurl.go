@@ -37,21 +37,30 @@ import (
 // object storage the bucket stays open for the life of the program. The
 // errors match checkpoint.ErrStorage and name the URL without its query.
 func Open(ctx context.Context, rawURL string) (checkpoint.Storage, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme == "" || len(u.Scheme) == 1 { // C:\ on Windows is a path
-		return checkpoint.Dir(rawURL)
+	if dir, ok := LocalDir(rawURL); ok {
+		return checkpoint.Dir(dir)
 	}
-	if u.Scheme == "file" {
-		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("%w: %s: a file URL names a local path (file:///path)", checkpoint.ErrStorage, Redact(rawURL))
-		}
-		return checkpoint.Dir(u.Path)
+	if u, err := url.Parse(rawURL); err == nil && u.Scheme == "file" {
+		return nil, fmt.Errorf("%w: %s: a file URL names a local path (file:///path)", checkpoint.ErrStorage, Redact(rawURL))
 	}
 	b, err := blob.OpenBucket(ctx, rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", checkpoint.ErrStorage, Redact(rawURL), redactErr(err, rawURL))
 	}
 	return checkpoint.Bucket(b, Redact(rawURL)), nil
+}
+
+// LocalDir returns the directory rawURL names, if it names one: a path
+// (C:\ on Windows too), or a file URL with no host but localhost.
+func LocalDir(rawURL string) (string, bool) {
+	u, err := url.Parse(rawURL)
+	switch {
+	case err != nil || u.Scheme == "" || len(u.Scheme) == 1:
+		return rawURL, true
+	case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost"):
+		return u.Path, true
+	}
+	return "", false
 }
 
 // Redact returns rawURL without user information, and with only the prefix

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/cowstate/cowstate/checkpoint"
+	"github.com/cowstate/cowstate/checkpoint/storeurl"
 	"github.com/cowstate/cowstate/statetable"
 )
 
@@ -26,7 +27,7 @@ import (
 // checkpoints, restores and combined results: the session results the
 // sink committed and the per-user counts of the rescaled processes.
 func runProcesses(ctx context.Context, cfg *demoConfig, st checkpoint.Storage, storeURL string, rep *report, log io.Writer) (err error) {
-	if dir, ok := localDir(storeURL); ok {
+	if dir, ok := storeurl.LocalDir(storeURL); ok {
 		if storeURL, err = filepath.Abs(dir); err != nil {
 			return err
 		}

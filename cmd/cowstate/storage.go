@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 
 	"github.com/cowstate/cowstate/checkpoint"
@@ -16,22 +15,9 @@ import (
 // information, no query but the prefix); credentials come from the
 // environment, never from the URL.
 
-// localDir returns the directory a store URL names, if it names one: a
-// path, or a file URL (as storeurl.Open reads them).
-func localDir(rawURL string) (string, bool) {
-	u, err := url.Parse(rawURL)
-	switch {
-	case err != nil || u.Scheme == "" || len(u.Scheme) == 1:
-		return rawURL, true
-	case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost"):
-		return u.Path, true
-	}
-	return "", false
-}
-
 // storeName is how messages name the store at rawURL.
 func storeName(rawURL string) string {
-	if dir, ok := localDir(rawURL); ok {
+	if dir, ok := storeurl.LocalDir(rawURL); ok {
 		return dir
 	}
 	return storeurl.Redact(rawURL)
@@ -41,7 +27,7 @@ func storeName(rawURL string) string {
 // only read: a directory must exist already (checkpoint.Dir would create
 // it).
 func openExisting(ctx context.Context, rawURL string) (checkpoint.Storage, error) {
-	if dir, ok := localDir(rawURL); ok {
+	if dir, ok := storeurl.LocalDir(rawURL); ok {
 		fi, err := os.Stat(dir)
 		if err != nil {
 			return nil, fmt.Errorf("no checkpoint store at %s: %w (give the -dir or -store of a cowstate demo run with -keep, or another checkpoint store)", dir, err)
@@ -57,7 +43,7 @@ func openExisting(ctx context.Context, rawURL string) (checkpoint.Storage, error
 // newest checkpoint it finds: the store must hold nothing. A directory is
 // created if needed and must hold no file at all.
 func openEmpty(ctx context.Context, rawURL string) (checkpoint.Storage, error) {
-	if dir, ok := localDir(rawURL); ok {
+	if dir, ok := storeurl.LocalDir(rawURL); ok {
 		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 			return nil, fmt.Errorf("%s is not empty: give a new or empty directory (the demo restores the newest checkpoint it finds there)", dir)
 		}
