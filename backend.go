@@ -48,9 +48,9 @@ type timerService interface {
 }
 
 // queue returns the queue of a service for a time domain.
-func queueOf(s timerService, d snapshot.Domain) *timerqueue.Queue {
+func queueOf(s timerService, d timerqueue.Domain) *timerqueue.Queue {
 	ev, pr := s.queues()
-	if d == snapshot.ProcessingTime {
+	if d == timerqueue.ProcessingTime {
 		return pr
 	}
 	return ev

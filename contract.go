@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io"
 
-	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 // Contract is what a keyed-state and timer backend does, at the level of
@@ -87,9 +87,9 @@ type Contract interface {
 
 	// RegisterTimer registers the timer (ts, key, ns) of a service in a time
 	// domain and reports whether it was new (a timer is held once).
-	RegisterTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error)
+	RegisterTimer(service string, d timerqueue.Domain, key, ns string, ts int64) (bool, error)
 	// DeleteTimer deletes a timer and reports whether it was registered.
-	DeleteTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error)
+	DeleteTimer(service string, d timerqueue.Domain, key, ns string, ts int64) (bool, error)
 	// AdvanceWatermark fires the service's event-time timers due at wm
 	// (timestamp <= wm), and AdvanceProcessingTime its processing-time
 	// timers due at the configured clock's current time, one at a time:
@@ -121,7 +121,7 @@ type EntryReader interface {
 	StateEntries(state string) ([]Entry, error)
 	// TimerEntries returns every timer of a service in a time domain, in
 	// firing order.
-	TimerEntries(service string, d snapshot.Domain) ([]Timer[string, string], error)
+	TimerEntries(service string, d timerqueue.Domain) ([]Timer[string, string], error)
 }
 
 // View is a captured, immutable version of a Contract. Any goroutine may

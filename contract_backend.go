@@ -10,6 +10,7 @@ import (
 
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 // This file implements Contract on *Backend: every state of the contract is
@@ -218,24 +219,24 @@ func (b *Backend) MergeNamespaces(state, key, target string, sources []string) e
 }
 
 // RegisterTimer implements Contract.RegisterTimer.
-func (b *Backend) RegisterTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error) {
+func (b *Backend) RegisterTimer(service string, d timerqueue.Domain, key, ns string, ts int64) (bool, error) {
 	s, err := b.contractTimers(service)
 	if err != nil {
 		return false, err
 	}
-	if d == snapshot.ProcessingTime {
+	if d == timerqueue.ProcessingTime {
 		return s.RegisterProcessingTime(key, ns, ts)
 	}
 	return s.RegisterEventTime(key, ns, ts)
 }
 
 // DeleteTimer implements Contract.DeleteTimer.
-func (b *Backend) DeleteTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error) {
+func (b *Backend) DeleteTimer(service string, d timerqueue.Domain, key, ns string, ts int64) (bool, error) {
 	s, err := b.contractTimers(service)
 	if err != nil {
 		return false, err
 	}
-	if d == snapshot.ProcessingTime {
+	if d == timerqueue.ProcessingTime {
 		return s.DeleteProcessingTime(key, ns, ts)
 	}
 	return s.DeleteEventTime(key, ns, ts)
@@ -341,13 +342,13 @@ func (h contractHandle) entry(key, ns string, snap *Snapshot) (e Entry, err erro
 }
 
 // TimerEntries implements EntryReader on the live timers, in firing order.
-func (b *Backend) TimerEntries(service string, d snapshot.Domain) ([]Timer[string, string], error) {
+func (b *Backend) TimerEntries(service string, d timerqueue.Domain) ([]Timer[string, string], error) {
 	s, err := b.contractTimers(service)
 	if err != nil {
 		return nil, err
 	}
 	seq := s.EventTimers()
-	if d == snapshot.ProcessingTime {
+	if d == timerqueue.ProcessingTime {
 		seq = s.ProcessingTimers()
 	}
 	return collectTimers(seq)
@@ -431,13 +432,13 @@ func (v *contractView) StateEntries(state string) ([]Entry, error) {
 	return out, firstErr
 }
 
-func (v *contractView) TimerEntries(service string, d snapshot.Domain) ([]Timer[string, string], error) {
+func (v *contractView) TimerEntries(service string, d timerqueue.Domain) ([]Timer[string, string], error) {
 	s, ok := v.services[service]
 	if !ok {
 		return nil, fmt.Errorf("%w: no timer service %q in the view", ErrTimerService, service)
 	}
 	seq := s.EventTimersAt(v.snap)
-	if d == snapshot.ProcessingTime {
+	if d == timerqueue.ProcessingTime {
 		seq = s.ProcessingTimersAt(v.snap)
 	}
 	return collectTimers(seq)

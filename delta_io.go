@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/cowstate/cowstate/delta"
-	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
@@ -20,7 +19,7 @@ func Diff(prev, next *Snapshot) (*delta.Delta, error) {
 	if prev.capture.Owner() != next.capture.Owner() {
 		return nil, fmt.Errorf("%w: diff of snapshots of two backends", delta.ErrMismatch)
 	}
-	return delta.Diff(prev.deltaVersion(), next.deltaVersion())
+	return delta.Diff(prev.deltaSource(), next.deltaSource())
 }
 
 // WriteDiff diffs prev and next, two snapshots of one backend (prev taken
@@ -33,12 +32,12 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next *Snapshot, base, tar
 	if !prev.SameBackend(next) {
 		return 0, false, fmt.Errorf("%w: diff of snapshots of two backends", delta.ErrMismatch)
 	}
-	return delta.WriteDiff(ctx, w, prev.deltaVersion(), next.deltaVersion(), base, target, limit)
+	return delta.WriteDiff(ctx, w, prev.deltaSource(), next.deltaSource(), base, target, limit)
 }
 
-// deltaVersion describes s for package delta.
-func (s *Snapshot) deltaVersion() delta.Version {
-	v := delta.Version{Meta: source{s: s}.Meta(), State: s.state, Timers: make(map[string]delta.Queues, len(s.timers))}
+// deltaSource describes s for package delta.
+func (s *Snapshot) deltaSource() delta.Source {
+	v := delta.Source{Meta: source{s: s}.Meta(), State: s.state, Timers: make(map[string]delta.Queues, len(s.timers))}
 	for name, tv := range s.timers {
 		v.Timers[name] = delta.Queues{Event: tv.event, Processing: tv.processing}
 	}
@@ -56,17 +55,17 @@ func (b *Backend) ApplyDelta(ctx context.Context, base uint64, d *delta.Delta) e
 	if err := b.checkMeta(d.Meta); err != nil {
 		return err
 	}
-	return delta.Apply(ctx, deltaTarget{sink{b}}, base, d, b.KeyGroups())
+	return delta.Apply(ctx, deltaSink{sink{b}}, base, d, b.KeyGroups())
 }
 
-// deltaTarget adapts a Backend to delta.Target.
-type deltaTarget struct{ sink }
+// deltaSink adapts a Backend to delta.Sink.
+type deltaSink struct{ sink }
 
-func (t deltaTarget) DeleteTimer(service string, d snapshot.Domain, g int, ts int64, key, ns string) error {
+func (t deltaSink) DeleteTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error {
 	queueOf(t.b.services[service], d).Delete(timerqueue.Timer{Timestamp: ts, Key: key, Namespace: ns})
 	return nil
 }
 
-func (t deltaTarget) ApplyEntries(state string, ops []statetable.EntryOp) error {
+func (t deltaSink) ApplyEntries(state string, ops []statetable.EntryOp) error {
 	return t.b.table.ApplyEntries(state, ops)
 }

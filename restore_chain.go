@@ -92,7 +92,7 @@ func (b *Backend) RestoreChains(ctx context.Context, chains ...Chain) error {
 			if err != nil {
 				break
 			}
-			err = delta.Apply(ctx, deltaTarget{sink{b}}, base, d, owned)
+			err = delta.Apply(ctx, deltaSink{sink{b}}, base, d, owned)
 			base = d.Target
 		}
 		if err != nil {

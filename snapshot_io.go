@@ -40,7 +40,7 @@ func (src source) StateEntries(state string, g int, yield func(key, cell []byte)
 	return src.s.state.KeyGroupEntries(state, g, yield)
 }
 
-func (src source) TimerEntries(service string, d snapshot.Domain, yield func(g int, ts int64, key, ns string) bool) error {
+func (src source) TimerEntries(service string, d timerqueue.Domain, yield func(g int, ts int64, key, ns string) bool) error {
 	if src.s.Released() {
 		return releasedDuring(src.s)
 	}
@@ -49,7 +49,7 @@ func (src source) TimerEntries(service string, d snapshot.Domain, yield func(g i
 		return fmt.Errorf("timer service %q not in the snapshot", service)
 	}
 	q := v.event
-	if d == snapshot.ProcessingTime {
+	if d == timerqueue.ProcessingTime {
 		q = v.processing
 	}
 	for t, g := range q.All() {
@@ -198,7 +198,7 @@ func (s sink) EntryRestorer(state string, n int) (func(key, cell []byte) error, 
 	return s.b.table.Restorer(state, n)
 }
 
-func (s sink) RestoreTimer(service string, d snapshot.Domain, g int, ts int64, key, ns string) error {
+func (s sink) RestoreTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error {
 	if kg := statetable.KeyGroupOf(statetable.HashKey([]byte(key)), s.b.MaxParallelism()); kg != g {
 		return fmt.Errorf("%w: timer of key group %d in the section of key group %d", snapshot.ErrCorrupt, kg, g)
 	}

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
 	"github.com/cowstate/cowstate/delta"
 	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 // Listing is what a store holds, as its newest intact manifest says.
@@ -227,6 +229,6 @@ func (discardSink) EntryRestorer(string, int) (func(key, cell []byte) error, fun
 	return func([]byte, []byte) error { return nil }, func() error { return nil }, nil
 }
 
-func (discardSink) RestoreTimer(string, snapshot.Domain, int, int64, string, string) error {
+func (discardSink) RestoreTimer(string, timerqueue.Domain, int, int64, string, string) error {
 	return nil
 }

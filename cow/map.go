@@ -3,6 +3,8 @@ package cow
 import (
 	"iter"
 	"unsafe"
+
+	"github.com/cowstate/cowstate/internal/invariants"
 )
 
 // Map is a persistent hash map with in-place writes between captures: a
@@ -407,7 +409,7 @@ func (m *Map[K, V]) Clear() {
 
 // verify runs Check after a mutation under the invariants build tag.
 func (m *Map[K, V]) verify(op string) {
-	if invariants {
+	if invariants.Enabled {
 		if err := m.Check(); err != nil {
 			panic("cow: Map invariant broken after " + op + ": " + err.Error())
 		}

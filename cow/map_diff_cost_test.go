@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/cowstate/cowstate/internal/invariants"
 )
 
 // hashSkewed sends a quarter of the keys into the subtree of one root slot,
@@ -75,7 +77,7 @@ func entryWordsEqual[K comparable, V any](x, y []mapEntry[K, V]) bool {
 // chunks, with leaf pairs at several depths.
 func TestMap_DiffWide(t *testing.T) {
 	n := 100_000
-	if invariants {
+	if invariants.Enabled {
 		n = 5_000
 	}
 	for _, hash := range []func(int) uint64{hashInt, hashSkewed} {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/cowstate/cowstate/internal/invariants"
 )
 
 // identityMap returns a map and its model holding i -> i for i < n.
@@ -50,7 +52,7 @@ func TestMap_ReusesRetiredLeaves(t *testing.T) {
 	const n = 20_000
 	m, model := identityMap(n)
 	epoch, last := capturedEpochs(m, model, n, 200, rand.New(rand.NewPCG(1, 2)))
-	if invariants {
+	if invariants.Enabled {
 		// Every write runs Check, which allocates and costs O(n): a few
 		// epochs check the contents; the allocation count is meaningless.
 		for range 3 {

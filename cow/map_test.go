@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cowstate/cowstate/internal/invariants"
+
 	"github.com/cespare/xxhash/v2"
 	"pgregory.net/rapid"
 )
@@ -307,7 +309,7 @@ func shape[K comparable, V any](s *mapSlot[K, V]) string {
 
 func TestMap_DiffCost(t *testing.T) {
 	n := 100_000
-	if invariants {
+	if invariants.Enabled {
 		n = 3_000 // Check after every Set would make the build quadratic
 	}
 	m := newIntMap(hashInt)

@@ -1,6 +1,10 @@
 package cow
 
-import "iter"
+import (
+	"iter"
+
+	"github.com/cowstate/cowstate/internal/invariants"
+)
 
 // Entry is a key and its value, as returned by Tree.PopMinUntil.
 type Entry[K, V any] struct {
@@ -405,7 +409,7 @@ func (t *Tree[K, V]) collapseRoot() {
 
 // verify runs Check after a mutation under the invariants build tag.
 func (t *Tree[K, V]) verify(op string) {
-	if invariants {
+	if invariants.Enabled {
 		if err := t.Check(); err != nil {
 			panic("cow: Tree invariant broken after " + op + ": " + err.Error())
 		}

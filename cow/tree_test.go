@@ -13,13 +13,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cowstate/cowstate/internal/invariants"
+
 	"pgregory.net/rapid"
 )
 
 // treeSize scales a test's size down under the invariants build tag, where
 // every write runs an O(n) Check.
 func treeSize(n int) int {
-	if invariants {
+	if invariants.Enabled {
 		return max(n/20, 100)
 	}
 	return n
@@ -438,7 +440,7 @@ func treeRandomOps(t treeTB, rng *rand.Rand, tr *Tree[int, int], model map[int]i
 // three levels deep, with snapshots taken and released along the way.
 func TestTree_Large(t *testing.T) {
 	n, space := 400_000, 200_000
-	if testing.Short() || invariants {
+	if testing.Short() || invariants.Enabled {
 		n, space = 40_000, 20_000
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -448,7 +450,7 @@ func TestTree_Large(t *testing.T) {
 		tr.Set(k, k%4)
 		model[k] = k % 4
 	}
-	if !invariants && tr.height < 2 {
+	if !invariants.Enabled && tr.height < 2 {
 		t.Fatalf("height %d, want at least 2", tr.height)
 	}
 	var frozen []treeFrozen
@@ -572,7 +574,7 @@ func TestTree_PopMinUntil(t *testing.T) {
 // worth of entries per descent: draining n entries in one call costs about
 // n/leaf-size copies of the path under a snapshot, not n.
 func TestTree_PopMinUntilReadsLeaves(t *testing.T) {
-	if invariants {
+	if invariants.Enabled {
 		t.Skip("under the invariants tag every write runs Check, which allocates")
 	}
 	tr := NewTree(NewOwner(), cmp.Compare[int], Equal[int])
@@ -667,7 +669,7 @@ func TestTree_NoOpWritesAllocateNothing(t *testing.T) {
 // path copies it (one node per level), later writes of the same epoch to
 // the same path copy nothing, and with no live snapshot nothing is copied.
 func TestTree_CopyOncePerCapture(t *testing.T) {
-	if invariants {
+	if invariants.Enabled {
 		t.Skip("under the invariants tag every write runs Check, which allocates")
 	}
 	tr := NewTree(NewOwner(), cmp.Compare[int], Equal[int])

@@ -4,22 +4,22 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
-// Target is what Apply writes to: a backend holding the delta's base
+// Sink is what Apply writes to: a backend holding the delta's base
 // version (a Backend restoring a chain implements it). Its methods run on
 // Apply's goroutine.
-type Target interface {
+type Sink interface {
 	// ApplyEntries replays the changes of one state in one key group, each
 	// on a different entry, in an order of its choosing (see
 	// statetable.Table.ApplyEntries); the target may keep the keys.
 	ApplyEntries(state string, ops []statetable.EntryOp) error
 	// RestoreTimer registers a timer; DeleteTimer removes one (a no-op if
 	// absent).
-	RestoreTimer(service string, d snapshot.Domain, g int, ts int64, key, ns string) error
-	DeleteTimer(service string, d snapshot.Domain, g int, ts int64, key, ns string) error
+	RestoreTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error
+	DeleteTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error
 }
 
 // Apply replays d on dst, which must hold version base (the id of the
@@ -28,7 +28,7 @@ type Target interface {
 // kgs are applied (a rescaled backend applies its own range). ctx is
 // checked between key groups. A failure part way leaves dst partly
 // updated: restore into a fresh backend. Cost: O(changes in kgs).
-func Apply(ctx context.Context, dst Target, base uint64, d *Delta, kgs statetable.KeyGroupRange) error {
+func Apply(ctx context.Context, dst Sink, base uint64, d *Delta, kgs statetable.KeyGroupRange) error {
 	if d.Base != base {
 		return fmt.Errorf("%w: delta %d->%d applied to checkpoint %d", ErrWrongBase, d.Base, d.Target, base)
 	}

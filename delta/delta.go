@@ -11,11 +11,11 @@ import (
 	"github.com/cowstate/cowstate/timerqueue"
 )
 
-// Version is one captured version of a backend, as Diff reads it: the
+// Source is one captured version of a backend, as Diff reads it: the
 // metadata a snapshot file would carry, the keyed states, and the timer
 // queues of every service. The caller keeps the capture live while Diff
 // runs.
-type Version struct {
+type Source struct {
 	Meta   snapshot.Meta
 	State  *statetable.Snapshot
 	Timers map[string]Queues // by service name
@@ -58,7 +58,7 @@ type entryOp struct {
 // timerKey identifies a timer of one service and time domain.
 type timerKey struct {
 	service string
-	domain  snapshot.Domain
+	domain  timerqueue.Domain
 	ts      int64
 	key, ns string
 }
@@ -97,7 +97,7 @@ func (d *Delta) Changes() (entries, timers int) {
 // timerqueue.Diff). States or timer services new in next diff against
 // empty ones. Base and Target of the result are left zero for the caller.
 // Any goroutine, while both captures are live.
-func Diff(prev, next Version) (*Delta, error) {
+func Diff(prev, next Source) (*Delta, error) {
 	pm, nm := prev.Meta, next.Meta
 	if pm.MaxParallelism != nm.MaxParallelism || pm.KeyGroups != nm.KeyGroups {
 		return nil, fmt.Errorf("%w: max parallelism %d, key groups %v, then %d, %v", ErrMismatch, pm.MaxParallelism, pm.KeyGroups, nm.MaxParallelism, nm.KeyGroups)
@@ -127,9 +127,9 @@ func Diff(prev, next Version) (*Delta, error) {
 		}
 		pq, had := prev.Timers[svc.Name]
 		for _, dq := range []struct {
-			dom        snapshot.Domain
+			dom        timerqueue.Domain
 			prev, next *timerqueue.Snapshot
-		}{{snapshot.EventTime, pq.Event, nq.Event}, {snapshot.ProcessingTime, pq.Processing, nq.Processing}} {
+		}{{timerqueue.EventTime, pq.Event, nq.Event}, {timerqueue.ProcessingTime, pq.Processing, nq.Processing}} {
 			record := func(t timerqueue.Timer, g int, present bool) {
 				d.group(g).timers[timerKey{svc.Name, dq.dom, t.Timestamp, t.Key, t.Namespace}] = present
 			}

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cowstate/cowstate/internal/wire"
+	"github.com/cowstate/cowstate/internal/fileformat"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 // Reader reads a delta file through an io.ReaderAt: Open checks the
@@ -18,7 +19,7 @@ type Reader struct {
 	size         int64
 	base, target uint64
 	meta         snapshot.Meta
-	index        []wire.Section
+	index        []fileformat.Section
 }
 
 // Open checks a delta file's magic, version, header checksum, footer and
@@ -26,7 +27,7 @@ type Reader struct {
 // errors), say what and at which offset, and nothing is allocated beyond
 // the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
-	h := wire.Header{Name: "delta", Magic: headerMagic, Version: formatVersion, Extra: 8 + 8, SumHeader: true, Corrupt: ErrCorrupt}
+	h := fileformat.Header{Name: "delta", Magic: headerMagic, Version: formatVersion, Extra: 8 + 8, SumHeader: true, Corrupt: ErrCorrupt}
 	versions, meta, headerEnd, err := h.Read(r, size)
 	if err != nil {
 		return nil, err
@@ -36,7 +37,7 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 		return nil, err
 	}
 
-	if rd.index, err = wire.ReadIndex(r, size, headerEnd, footerMagic, rd.meta.KeyGroups.First, rd.meta.KeyGroups.Last, ErrCorrupt); err != nil {
+	if rd.index, err = fileformat.ReadIndex(r, size, headerEnd, footerMagic, rd.meta.KeyGroups.First, rd.meta.KeyGroups.Last, ErrCorrupt); err != nil {
 		return nil, err
 	}
 	return rd, nil
@@ -73,13 +74,13 @@ func (r *Reader) Read(ctx context.Context, kgs statetable.KeyGroupRange) (*Delta
 
 // section reads a key group's section, checks its checksum and decodes it
 // into gr.
-func (r *Reader) section(gr *group, e wire.Section) error {
+func (r *Reader) section(gr *group, e fileformat.Section) error {
 	what := fmt.Sprintf("delta section of key group %d", e.Group)
-	b, err := wire.ReadSection(r.r, r.size, e, what, ErrCorrupt)
+	b, err := fileformat.ReadSection(r.r, r.size, e, what, ErrCorrupt)
 	if err != nil {
 		return err
 	}
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
+	d := fileformat.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
 	entries := func(i, n int) error {
 		ops := gr.ops(r.meta.States[i].Name)
 		for range n {
@@ -113,7 +114,7 @@ func (r *Reader) section(gr *group, e wire.Section) error {
 	timers := func(j int, dom byte, n int) error {
 		for range n {
 			present := d.Byte()
-			t := timerKey{service: r.meta.Timers[j].Name, domain: snapshot.Domain(dom), ts: d.Varint()}
+			t := timerKey{service: r.meta.Timers[j].Name, domain: timerqueue.Domain(dom), ts: d.Varint()}
 			t.key, t.ns = d.String(), d.String()
 			if d.Err != nil {
 				return d.Err

@@ -10,8 +10,7 @@ import (
 	"slices"
 
 	"github.com/cowstate/cowstate/cow"
-	"github.com/cowstate/cowstate/internal/wire"
-	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/internal/fileformat"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
@@ -37,7 +36,7 @@ const projectAfter, projectMargin = 16, 2
 // come in entry-hash order rather than the composite-key order of Write: the bytes
 // are deterministic for a pair of versions, and Read gives the same Delta
 // either way. Any goroutine, while both captures are live.
-func WriteDiff(ctx context.Context, w io.Writer, prev, next Version, base, target uint64, maxChanges int) (changes int, ok bool, err error) {
+func WriteDiff(ctx context.Context, w io.Writer, prev, next Source, base, target uint64, maxChanges int) (changes int, ok bool, err error) {
 	pm, nm := prev.Meta, next.Meta
 	if pm.MaxParallelism != nm.MaxParallelism || pm.KeyGroups != nm.KeyGroups {
 		return 0, false, fmt.Errorf("%w: max parallelism %d, key groups %v, then %d, %v", ErrMismatch, pm.MaxParallelism, pm.KeyGroups, nm.MaxParallelism, nm.KeyGroups)
@@ -99,9 +98,9 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Version, base, targe
 		}
 		pq, had := prev.Timers[svc]
 		for _, dq := range []struct {
-			dom        snapshot.Domain
+			dom        timerqueue.Domain
 			prev, next *timerqueue.Snapshot
-		}{{snapshot.EventTime, pq.Event, nq.Event}, {snapshot.ProcessingTime, pq.Processing, nq.Processing}} {
+		}{{timerqueue.EventTime, pq.Event, nq.Event}, {timerqueue.ProcessingTime, pq.Processing, nq.Processing}} {
 			var diffs func(func(cow.Change[timerqueue.Timer, int]) bool)
 			if had {
 				diffs = timerqueue.Diff(dq.prev, dq.next)
@@ -141,7 +140,7 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Version, base, targe
 // timerChange is one timer registered or removed, for WriteDiff.
 type timerChange struct {
 	service int
-	domain  snapshot.Domain
+	domain  timerqueue.Domain
 	t       timerqueue.Timer
 	present bool
 }
@@ -162,9 +161,9 @@ func appendChange(dst []byte, c statetable.EntryChange) []byte {
 // the cell (puts) and the parts (patches).
 func appendEntry(dst []byte, kind byte, key, cell []byte, parts []statetable.Part) []byte {
 	dst = append(dst, kind)
-	dst = wire.AppendBytes(dst, key)
+	dst = fileformat.AppendBytes(dst, key)
 	if kind == opPut || kind == opPutPatch {
-		dst = wire.AppendBytes(dst, cell)
+		dst = fileformat.AppendBytes(dst, cell)
 	}
 	if kind != opPatch && kind != opPutPatch {
 		return dst
@@ -173,12 +172,12 @@ func appendEntry(dst []byte, kind byte, key, cell []byte, parts []statetable.Par
 	for _, p := range parts {
 		if p.Deleted {
 			dst = append(dst, 1)
-			dst = wire.AppendBytes(dst, p.Key)
+			dst = fileformat.AppendBytes(dst, p.Key)
 			continue
 		}
 		dst = append(dst, 0)
-		dst = wire.AppendBytes(dst, p.Key)
-		dst = wire.AppendBytes(dst, p.Value)
+		dst = fileformat.AppendBytes(dst, p.Key)
+		dst = fileformat.AppendBytes(dst, p.Value)
 	}
 	return dst
 }
@@ -205,8 +204,8 @@ func appendTimers(sec []byte, ts []timerChange) []byte {
 			}
 			sec = append(sec, present)
 			sec = binary.AppendVarint(sec, t.t.Timestamp)
-			sec = wire.AppendString(sec, t.t.Key)
-			sec = wire.AppendString(sec, t.t.Namespace)
+			sec = fileformat.AppendString(sec, t.t.Key)
+			sec = fileformat.AppendString(sec, t.t.Namespace)
 		}
 		i = j
 	}

@@ -6,7 +6,8 @@ import (
 	"io"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/cowstate/cowstate/internal/wire"
+
+	"github.com/cowstate/cowstate/internal/fileformat"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/timerqueue"
 )
@@ -16,9 +17,9 @@ const (
 	footerMagic   = "CWDELTND"
 	formatVersion = 1
 
-	tagEnd    = wire.TagEnd
-	tagState  = wire.TagState
-	tagTimers = wire.TagTimers
+	tagEnd    = fileformat.TagEnd
+	tagState  = fileformat.TagState
+	tagTimers = fileformat.TagTimers
 
 	opPut      = 1
 	opDelete   = 2
@@ -74,7 +75,7 @@ func writeSections(ctx context.Context, w io.Writer, d *Delta, groups []int, sec
 			return err
 		}
 		sec, n := section(g)
-		index = wire.AppendSection(index, wire.Section{Group: g, Off: off, Length: int64(len(sec)), Sum: xxhash.Sum64(sec)})
+		index = fileformat.AppendSection(index, fileformat.Section{Group: g, Off: off, Length: int64(len(sec)), Sum: xxhash.Sum64(sec)})
 		if err := emit(sec); err != nil {
 			return err
 		}
@@ -86,7 +87,7 @@ func writeSections(ctx context.Context, w io.Writer, d *Delta, groups []int, sec
 	if err := emit(index); err != nil {
 		return err
 	}
-	return emit(wire.AppendFooter(nil, indexOff, index, footerMagic))
+	return emit(fileformat.AppendFooter(nil, indexOff, index, footerMagic))
 }
 
 // sortedStates and sortedServices return the names the metadata lists, in

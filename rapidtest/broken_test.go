@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/cowstate/cowstate"
-	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 // The deliberately broken backends below each wrap a correct one (cowstate's
@@ -83,7 +83,7 @@ func (l lostDelete) ClearState(state, key, ns string) error {
 // contract's own methods; pick chooses among the due timers, in firing
 // order. lateTimers false fires only those due when it starts.
 func advanceByHand(c cowstate.Contract, service string, wm int64, fire cowstate.FireFunc, pick func([]timer) timer, lateTimers bool) (int, error) {
-	all, err := c.TimerEntries(service, snapshot.EventTime)
+	all, err := c.TimerEntries(service, timerqueue.EventTime)
 	if err != nil {
 		return 0, err
 	}
@@ -97,7 +97,7 @@ func advanceByHand(c cowstate.Contract, service string, wm int64, fire cowstate.
 	for {
 		var due []timer
 		if lateTimers {
-			all, _ = c.TimerEntries(service, snapshot.EventTime)
+			all, _ = c.TimerEntries(service, timerqueue.EventTime)
 			for _, t := range all {
 				if t.Timestamp <= wm && (len(due) == 0 || t.Timestamp == due[0].Timestamp) {
 					due = append(due, t)
@@ -106,7 +106,7 @@ func advanceByHand(c cowstate.Contract, service string, wm int64, fire cowstate.
 		} else {
 			due, atStart = atStart, nil
 			for len(due) > 0 {
-				if ok, _ := c.DeleteTimer(service, snapshot.EventTime, due[0].Key, due[0].Namespace, due[0].Timestamp); ok {
+				if ok, _ := c.DeleteTimer(service, timerqueue.EventTime, due[0].Key, due[0].Namespace, due[0].Timestamp); ok {
 					break
 				}
 				due = due[1:] // deleted by a callback: it does not fire
@@ -114,16 +114,16 @@ func advanceByHand(c cowstate.Contract, service string, wm int64, fire cowstate.
 			if len(due) > 0 {
 				atStart = due[1:]
 				due = due[:1]
-				c.RegisterTimer(service, snapshot.EventTime, due[0].Key, due[0].Namespace, due[0].Timestamp)
+				c.RegisterTimer(service, timerqueue.EventTime, due[0].Key, due[0].Namespace, due[0].Timestamp)
 			}
 		}
 		if len(due) == 0 {
 			return fired, nil
 		}
 		t := pick(due)
-		c.DeleteTimer(service, snapshot.EventTime, t.Key, t.Namespace, t.Timestamp)
+		c.DeleteTimer(service, timerqueue.EventTime, t.Key, t.Namespace, t.Timestamp)
 		if err := fire(t.Key, t.Namespace, t.Timestamp); err != nil {
-			c.RegisterTimer(service, snapshot.EventTime, t.Key, t.Namespace, t.Timestamp)
+			c.RegisterTimer(service, timerqueue.EventTime, t.Key, t.Namespace, t.Timestamp)
 			return fired, err
 		}
 		fired++
@@ -185,7 +185,7 @@ func (r randomHash) Add(s, k, ns, v string) error {
 	}
 	return r.Contract.Add(s, k, ns, v)
 }
-func (r randomHash) RegisterTimer(s string, d snapshot.Domain, k, ns string, ts int64) (bool, error) {
+func (r randomHash) RegisterTimer(s string, d timerqueue.Domain, k, ns string, ts int64) (bool, error) {
 	if err := r.own(k); err != nil {
 		return false, err
 	}

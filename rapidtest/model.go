@@ -16,6 +16,7 @@ import (
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 // Model is the reference implementation of cowstate.Contract: the
@@ -56,7 +57,7 @@ type (
 	addr    struct{ key, ns string }
 	queueID struct {
 		service string
-		d       snapshot.Domain
+		d       timerqueue.Domain
 	}
 	timer = cowstate.Timer[string, string]
 )
@@ -120,8 +121,8 @@ func (m *Model) RegisterState(name string, kind statetable.Kind) error {
 func (m *Model) RegisterTimerService(name string) error {
 	if !m.services[name] {
 		m.services[name] = true
-		m.timers[queueID{name, snapshot.EventTime}] = map[timer]bool{}
-		m.timers[queueID{name, snapshot.ProcessingTime}] = map[timer]bool{}
+		m.timers[queueID{name, timerqueue.EventTime}] = map[timer]bool{}
+		m.timers[queueID{name, timerqueue.ProcessingTime}] = map[timer]bool{}
 	}
 	return nil
 }
@@ -288,7 +289,7 @@ func (m *Model) MergeNamespaces(state, key, target string, sources []string) err
 	return nil
 }
 
-func (m *Model) queue(service string, d snapshot.Domain) (map[timer]bool, error) {
+func (m *Model) queue(service string, d timerqueue.Domain) (map[timer]bool, error) {
 	q, ok := m.timers[queueID{service, d}]
 	if !ok {
 		return nil, fmt.Errorf("%w: no timer service %q (domain %d)", cowstate.ErrTimerService, service, d)
@@ -296,7 +297,7 @@ func (m *Model) queue(service string, d snapshot.Domain) (map[timer]bool, error)
 	return q, nil
 }
 
-func (m *Model) RegisterTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error) {
+func (m *Model) RegisterTimer(service string, d timerqueue.Domain, key, ns string, ts int64) (bool, error) {
 	q, err := m.queue(service, d)
 	if err != nil {
 		return false, err
@@ -310,7 +311,7 @@ func (m *Model) RegisterTimer(service string, d snapshot.Domain, key, ns string,
 	return added, nil
 }
 
-func (m *Model) DeleteTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error) {
+func (m *Model) DeleteTimer(service string, d timerqueue.Domain, key, ns string, ts int64) (bool, error) {
 	q, err := m.queue(service, d)
 	if err != nil {
 		return false, err
@@ -330,14 +331,14 @@ func compareTimers(a, b timer) int {
 }
 
 func (m *Model) AdvanceWatermark(service string, wm int64, fire cowstate.FireFunc) (int, error) {
-	return m.advance(service, snapshot.EventTime, wm, fire)
+	return m.advance(service, timerqueue.EventTime, wm, fire)
 }
 
 func (m *Model) AdvanceProcessingTime(service string, fire cowstate.FireFunc) (int, error) {
-	return m.advance(service, snapshot.ProcessingTime, m.clock(), fire)
+	return m.advance(service, timerqueue.ProcessingTime, m.clock(), fire)
 }
 
-func (m *Model) advance(service string, d snapshot.Domain, upTo int64, fire cowstate.FireFunc) (int, error) {
+func (m *Model) advance(service string, d timerqueue.Domain, upTo int64, fire cowstate.FireFunc) (int, error) {
 	q, err := m.queue(service, d)
 	if err != nil {
 		return 0, err
@@ -364,7 +365,7 @@ func (m *Model) StateEntries(state string) ([]cowstate.Entry, error) {
 	return slices.Collect(maps.Values(es)), nil
 }
 
-func (m *Model) TimerEntries(service string, d snapshot.Domain) ([]timer, error) {
+func (m *Model) TimerEntries(service string, d timerqueue.Domain) ([]timer, error) {
 	q, err := m.queue(service, d)
 	if err != nil {
 		return nil, err
@@ -419,7 +420,7 @@ func (v *modelView) StateEntries(state string) ([]cowstate.Entry, error) {
 	return out, nil
 }
 
-func (v *modelView) TimerEntries(service string, d snapshot.Domain) ([]timer, error) {
+func (v *modelView) TimerEntries(service string, d timerqueue.Domain) ([]timer, error) {
 	v.live()
 	ts, ok := v.timers[queueID{service, d}]
 	if !ok {
@@ -439,7 +440,7 @@ type modelFile struct {
 
 type fileTimers struct {
 	Service string
-	Domain  snapshot.Domain
+	Domain  timerqueue.Domain
 	Timers  []timer
 }
 

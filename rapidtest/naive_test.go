@@ -14,8 +14,8 @@ import (
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/rapidtest"
-	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 // naive is a second, independent backend, written for this test from the
@@ -60,7 +60,7 @@ func cellID(state, key, ns string) string {
 	return state + "|" + strconv.Quote(key) + "|" + strconv.Quote(ns)
 }
 
-func timersID(service string, d snapshot.Domain) string { return service + "|" + fmt.Sprint(d) }
+func timersID(service string, d timerqueue.Domain) string { return service + "|" + fmt.Sprint(d) }
 
 func (n *naive) MaxParallelism() int                 { return n.maxPar }
 func (n *naive) KeyGroups() statetable.KeyGroupRange { return n.owned }
@@ -85,7 +85,7 @@ func (n *naive) RegisterState(name string, kind statetable.Kind) error {
 }
 
 func (n *naive) RegisterTimerService(name string) error {
-	for _, d := range []snapshot.Domain{snapshot.EventTime, snapshot.ProcessingTime} {
+	for _, d := range []timerqueue.Domain{timerqueue.EventTime, timerqueue.ProcessingTime} {
 		if _, ok := n.timers[timersID(name, d)]; !ok {
 			n.timers[timersID(name, d)] = nil
 		}
@@ -239,7 +239,7 @@ func compareTimer(a, b cowstate.Timer[string, string]) int {
 	return strings.Compare(a.Namespace, b.Namespace)
 }
 
-func (n *naive) queue(service string, d snapshot.Domain, key string) ([]cowstate.Timer[string, string], error) {
+func (n *naive) queue(service string, d timerqueue.Domain, key string) ([]cowstate.Timer[string, string], error) {
 	q, ok := n.timers[timersID(service, d)]
 	if !ok {
 		return nil, fmt.Errorf("%w: no timer service %q", errNaive, service)
@@ -250,7 +250,7 @@ func (n *naive) queue(service string, d snapshot.Domain, key string) ([]cowstate
 	return q, nil
 }
 
-func (n *naive) RegisterTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error) {
+func (n *naive) RegisterTimer(service string, d timerqueue.Domain, key, ns string, ts int64) (bool, error) {
 	q, err := n.queue(service, d, key)
 	if err != nil {
 		return false, err
@@ -263,7 +263,7 @@ func (n *naive) RegisterTimer(service string, d snapshot.Domain, key, ns string,
 	return !found, nil
 }
 
-func (n *naive) DeleteTimer(service string, d snapshot.Domain, key, ns string, ts int64) (bool, error) {
+func (n *naive) DeleteTimer(service string, d timerqueue.Domain, key, ns string, ts int64) (bool, error) {
 	q, err := n.queue(service, d, key)
 	if err != nil {
 		return false, err
@@ -275,7 +275,7 @@ func (n *naive) DeleteTimer(service string, d snapshot.Domain, key, ns string, t
 	return found, nil
 }
 
-func (n *naive) advance(service string, d snapshot.Domain, upTo int64, fire cowstate.FireFunc) (int, error) {
+func (n *naive) advance(service string, d timerqueue.Domain, upTo int64, fire cowstate.FireFunc) (int, error) {
 	id := timersID(service, d)
 	if _, ok := n.timers[id]; !ok {
 		return 0, fmt.Errorf("%w: no timer service %q", errNaive, service)
@@ -294,11 +294,11 @@ func (n *naive) advance(service string, d snapshot.Domain, upTo int64, fire cows
 }
 
 func (n *naive) AdvanceWatermark(service string, wm int64, fire cowstate.FireFunc) (int, error) {
-	return n.advance(service, snapshot.EventTime, wm, fire)
+	return n.advance(service, timerqueue.EventTime, wm, fire)
 }
 
 func (n *naive) AdvanceProcessingTime(service string, fire cowstate.FireFunc) (int, error) {
-	return n.advance(service, snapshot.ProcessingTime, n.clock(), fire)
+	return n.advance(service, timerqueue.ProcessingTime, n.clock(), fire)
 }
 
 func (n *naive) StateEntries(state string) ([]cowstate.Entry, error) {
@@ -318,7 +318,7 @@ func naiveEntries(cells map[string]naiveCell, state string) []cowstate.Entry {
 	return out
 }
 
-func (n *naive) TimerEntries(service string, d snapshot.Domain) ([]cowstate.Timer[string, string], error) {
+func (n *naive) TimerEntries(service string, d timerqueue.Domain) ([]cowstate.Timer[string, string], error) {
 	q, ok := n.timers[timersID(service, d)]
 	if !ok {
 		return nil, errNaive
@@ -353,7 +353,7 @@ func (img *naiveImage) StateEntries(state string) ([]cowstate.Entry, error) {
 	return naiveEntries(img.Cells, state), nil
 }
 
-func (img *naiveImage) TimerEntries(service string, d snapshot.Domain) ([]cowstate.Timer[string, string], error) {
+func (img *naiveImage) TimerEntries(service string, d timerqueue.Domain) ([]cowstate.Timer[string, string], error) {
 	q, ok := img.Timers[timersID(service, d)]
 	if !ok {
 		return nil, errNaive

@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cowstate/cowstate"
-	"github.com/cowstate/cowstate/snapshot"
-	"github.com/cowstate/cowstate/statetable"
 	"pgregory.net/rapid"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 // Config configures a backend under test: cowstate's Config. The suite
@@ -197,7 +198,7 @@ var (
 	stateNames = []string{"value", "list", "map", "reducing", "aggregating"}
 	stateKinds = []statetable.Kind{statetable.KindValue, statetable.KindList, statetable.KindMap, statetable.KindReducing, statetable.KindAggregating}
 	services   = []string{"t1", "t2"}
-	domains    = []snapshot.Domain{snapshot.EventTime, snapshot.ProcessingTime}
+	domains    = []timerqueue.Domain{timerqueue.EventTime, timerqueue.ProcessingTime}
 	values     = []string{"", "a", "b", "c", "xy"}
 )
 
@@ -681,7 +682,7 @@ type firing struct {
 }
 
 // callback returns the fire function of plan for backend x.
-func (m *machine) callback(x Backend, service string, d snapshot.Domain, plan firePlan, f *firing) cowstate.FireFunc {
+func (m *machine) callback(x Backend, service string, d timerqueue.Domain, plan firePlan, f *firing) cowstate.FireFunc {
 	chain := plan.Chain
 	return func(key, ns string, ts int64) error {
 		i := len(f.fired)
@@ -722,8 +723,8 @@ func (m *machine) advanceWatermark(t *rapid.T) {
 	wm := rapid.Int64Range(-1, maxTimestamp+2).Draw(t, "watermark")
 	plan := m.drawPlan(t)
 	var gf, wf firing
-	gn, gerr := m.b.AdvanceWatermark(s, wm, m.callback(m.b, s, snapshot.EventTime, plan, &gf))
-	wn, werr := m.m.AdvanceWatermark(s, wm, m.callback(m.m, s, snapshot.EventTime, plan, &wf))
+	gn, gerr := m.b.AdvanceWatermark(s, wm, m.callback(m.b, s, timerqueue.EventTime, plan, &gf))
+	wn, werr := m.m.AdvanceWatermark(s, wm, m.callback(m.m, s, timerqueue.EventTime, plan, &wf))
 	m.afterFiring(t, fmt.Sprintf("AdvanceWatermark(%q, %d) with %+v", s, wm, plan), gn, wn, gerr, werr, &gf, &wf)
 }
 
@@ -732,8 +733,8 @@ func (m *machine) advanceProcessingTime(t *rapid.T) {
 	m.now += rapid.Int64Range(0, 8).Draw(t, "clockAdvance")
 	plan := m.drawPlan(t)
 	var gf, wf firing
-	gn, gerr := m.b.AdvanceProcessingTime(s, m.callback(m.b, s, snapshot.ProcessingTime, plan, &gf))
-	wn, werr := m.m.AdvanceProcessingTime(s, m.callback(m.m, s, snapshot.ProcessingTime, plan, &wf))
+	gn, gerr := m.b.AdvanceProcessingTime(s, m.callback(m.b, s, timerqueue.ProcessingTime, plan, &gf))
+	wn, werr := m.m.AdvanceProcessingTime(s, m.callback(m.m, s, timerqueue.ProcessingTime, plan, &wf))
 	m.afterFiring(t, fmt.Sprintf("AdvanceProcessingTime(%q) at %d with %+v", s, m.now, plan), gn, wn, gerr, werr, &gf, &wf)
 }
 
@@ -855,8 +856,8 @@ func (m *machine) rescale(t *rapid.T) {
 			op := fmt.Sprintf("after restoring into key groups %v: Add(\"list\", %q, \"\", \"probe\")", r, k)
 			m.same(t, op, nil, nil, b.Add("list", k, "", "probe"), mod.Add("list", k, "", "probe"))
 			if m.groups&GroupTimers != 0 {
-				ga, gerr := b.RegisterTimer(services[0], snapshot.EventTime, k, "", 0)
-				wa, werr := mod.RegisterTimer(services[0], snapshot.EventTime, k, "", 0)
+				ga, gerr := b.RegisterTimer(services[0], timerqueue.EventTime, k, "", 0)
+				wa, werr := mod.RegisterTimer(services[0], timerqueue.EventTime, k, "", 0)
 				m.same(t, fmt.Sprintf("after restoring into key groups %v: RegisterTimer of %q", r, k), []any{ga}, []any{wa}, gerr, werr)
 			}
 		}

@@ -2,9 +2,10 @@ package snapshot
 
 import (
 	"encoding/binary"
-	"github.com/cowstate/cowstate/internal/wire"
 	"slices"
 	"strings"
+
+	"github.com/cowstate/cowstate/internal/fileformat"
 
 	"github.com/cowstate/cowstate/statetable"
 )
@@ -50,24 +51,24 @@ func (m *Meta) append(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(m.KeyGroups.Last+1))
 	dst = binary.AppendUvarint(dst, uint64(len(m.States)))
 	for _, s := range m.States {
-		dst = wire.AppendString(dst, s.Name)
+		dst = fileformat.AppendString(dst, s.Name)
 		dst = append(dst, byte(s.Kind))
 		dst = binary.AppendUvarint(dst, uint64(len(s.Codec)))
 		for _, c := range s.Codec {
-			dst = wire.AppendString(dst, c)
+			dst = fileformat.AppendString(dst, c)
 		}
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(m.Timers)))
 	for _, t := range m.Timers {
-		dst = wire.AppendString(dst, t.Name)
-		dst = wire.AppendString(dst, t.Codecs[0])
-		dst = wire.AppendString(dst, t.Codecs[1])
+		dst = fileformat.AppendString(dst, t.Name)
+		dst = fileformat.AppendString(dst, t.Codecs[0])
+		dst = fileformat.AppendString(dst, t.Codecs[1])
 	}
 	return dst
 }
 
 func decodeMeta(b []byte) (Meta, error) {
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, What: "metadata"}
+	d := fileformat.Decoder{Corrupt: ErrCorrupt, B: b, What: "metadata"}
 	var m Meta
 	flags := d.Byte()
 	m.Savepoint = flags&1 != 0

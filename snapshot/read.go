@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cowstate/cowstate/internal/wire"
+	"github.com/cowstate/cowstate/internal/fileformat"
 	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
 )
 
 // Sink receives what Restore reads; its methods are called from the
@@ -18,7 +19,7 @@ type Sink interface {
 	// EntryRestorer is called for each run of n entries of a state in a
 	// section: add receives each entry, then done once after the last.
 	EntryRestorer(state string, n int) (add func(key, cell []byte) error, done func() error, err error)
-	RestoreTimer(service string, d Domain, g int, ts int64, key, ns string) error
+	RestoreTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error
 }
 
 // Reader reads a snapshot file through an io.ReaderAt: Open reads the
@@ -28,14 +29,14 @@ type Reader struct {
 	r     io.ReaderAt
 	size  int64
 	meta  Meta
-	index []wire.Section
+	index []fileformat.Section
 }
 
 // Open checks the file's footer, metadata and index (magic, version,
 // checksums, bounds) and returns a Reader. Errors match ErrCorrupt (or are
 // r's I/O errors). Nothing is allocated beyond the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
-	h := wire.Header{Name: "snapshot", Magic: headerMagic, Version: formatVersion, Corrupt: ErrCorrupt}
+	h := fileformat.Header{Name: "snapshot", Magic: headerMagic, Version: formatVersion, Corrupt: ErrCorrupt}
 	_, metaBytes, headerEnd, err := h.Read(r, size)
 	if err != nil {
 		return nil, err
@@ -44,7 +45,7 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx, err := wire.ReadIndex(r, size, headerEnd, footerMagic, meta.KeyGroups.First, meta.KeyGroups.Last, ErrCorrupt)
+	idx, err := fileformat.ReadIndex(r, size, headerEnd, footerMagic, meta.KeyGroups.First, meta.KeyGroups.Last, ErrCorrupt)
 	if err != nil {
 		return nil, err
 	}
@@ -84,13 +85,13 @@ func (r *Reader) Restore(ctx context.Context, sink Sink, kgs statetable.KeyGroup
 
 // section reads a key group's section, checks its checksum and hands what
 // it holds to sink.
-func (r *Reader) section(sink Sink, e wire.Section) error {
+func (r *Reader) section(sink Sink, e fileformat.Section) error {
 	what := fmt.Sprintf("key group %d section", e.Group)
-	b, err := wire.ReadSection(r.r, r.size, e, what, ErrCorrupt)
+	b, err := fileformat.ReadSection(r.r, r.size, e, what, ErrCorrupt)
 	if err != nil {
 		return err
 	}
-	d := wire.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
+	d := fileformat.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
 	wrap := func(err error) error { return fmt.Errorf("%s at offset %d: %w", what, e.Off, err) }
 	entries := func(i, n int) error {
 		restore, done, err := sink.EntryRestorer(r.meta.States[i].Name, n)
@@ -119,7 +120,7 @@ func (r *Reader) section(sink Sink, e wire.Section) error {
 			if d.Err != nil {
 				return d.Err
 			}
-			if err := sink.RestoreTimer(name, Domain(dom), e.Group, ts, key, ns); err != nil {
+			if err := sink.RestoreTimer(name, timerqueue.Domain(dom), e.Group, ts, key, ns); err != nil {
 				return wrap(err)
 			}
 		}

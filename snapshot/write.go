@@ -4,19 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/cowstate/cowstate/internal/wire"
 	"io"
 	"sync/atomic"
 
+	"github.com/cowstate/cowstate/internal/fileformat"
+	"github.com/cowstate/cowstate/timerqueue"
+
 	"github.com/cespare/xxhash/v2"
-)
-
-// Domain is a timer's time domain.
-type Domain uint8
-
-const (
-	EventTime Domain = iota
-	ProcessingTime
 )
 
 // Source is one captured version of a backend, as Write reads it. Its
@@ -30,7 +24,7 @@ type Source interface {
 	StateEntries(state string, g int, yield func(key, cell []byte) bool) error
 	// TimerEntries yields every timer of a service and domain in firing
 	// order, with its key group.
-	TimerEntries(service string, d Domain, yield func(g int, ts int64, key, ns string) bool) error
+	TimerEntries(service string, d timerqueue.Domain, yield func(g int, ts int64, key, ns string) bool) error
 }
 
 // Progress counts what a write has done so far; read it from any goroutine.
@@ -41,9 +35,9 @@ type Progress struct {
 
 // Section tags.
 const (
-	tagEnd    = wire.TagEnd
-	tagState  = wire.TagState
-	tagTimers = wire.TagTimers
+	tagEnd    = fileformat.TagEnd
+	tagState  = fileformat.TagState
+	tagTimers = fileformat.TagTimers
 )
 
 const (
@@ -76,7 +70,7 @@ func (c *countingWriter) write(b []byte) {
 // encoded.
 type timerGroup struct {
 	service int
-	domain  Domain
+	domain  timerqueue.Domain
 	n       int
 	buf     []byte
 }
@@ -101,7 +95,7 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 	// Timers are ordered by time, not key group: bucket them in one pass.
 	timers := map[int][]timerGroup{}
 	for j, ts := range meta.Timers {
-		for _, d := range []Domain{EventTime, ProcessingTime} {
+		for _, d := range []timerqueue.Domain{timerqueue.EventTime, timerqueue.ProcessingTime} {
 			err := src.TimerEntries(ts.Name, d, func(g int, at int64, key, ns string) bool {
 				gs := timers[g]
 				if len(gs) == 0 || gs[len(gs)-1].service != j || gs[len(gs)-1].domain != d {
@@ -110,8 +104,8 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 				t := &gs[len(gs)-1]
 				t.n++
 				t.buf = binary.AppendVarint(t.buf, at)
-				t.buf = wire.AppendString(t.buf, key)
-				t.buf = wire.AppendString(t.buf, ns)
+				t.buf = fileformat.AppendString(t.buf, key)
+				t.buf = fileformat.AppendString(t.buf, ns)
 				timers[g] = gs
 				return true
 			})
@@ -132,8 +126,8 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 			entries = entries[:0]
 			n := 0
 			err := src.StateEntries(s.Name, g, func(key, cell []byte) bool {
-				entries = wire.AppendBytes(entries, key)
-				entries = wire.AppendBytes(entries, cell)
+				entries = fileformat.AppendBytes(entries, key)
+				entries = fileformat.AppendBytes(entries, cell)
 				n++
 				return true
 			})
@@ -165,7 +159,7 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 			continue
 		}
 		section = append(section, tagEnd)
-		index = wire.AppendSection(index, wire.Section{Group: g, Off: cw.n, Length: int64(len(section)), Sum: xxhash.Sum64(section)})
+		index = fileformat.AppendSection(index, fileformat.Section{Group: g, Off: cw.n, Length: int64(len(section)), Sum: xxhash.Sum64(section)})
 		sections++
 		cw.write(section)
 		if cw.err != nil {
@@ -175,7 +169,7 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 	index = append(binary.AppendUvarint(nil, uint64(sections)), index...)
 	indexOff := cw.n
 	cw.write(index)
-	cw.write(wire.AppendFooter(nil, indexOff, index, footerMagic))
+	cw.write(fileformat.AppendFooter(nil, indexOff, index, footerMagic))
 	if cw.err != nil {
 		return fmt.Errorf("snapshot: %w", cw.err)
 	}

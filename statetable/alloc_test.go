@@ -3,13 +3,15 @@ package statetable
 import (
 	"runtime"
 	"testing"
+
+	"github.com/cowstate/cowstate/internal/invariants"
 )
 
 // TestMapState_PutAllocatesLogN checks the persistence claim of map state: a
 // put into a large map whose previous version a live snapshot pins copies a
 // path (O(log n) bytes), never the map.
 func TestMapState_PutAllocatesLogN(t *testing.T) {
-	if underInvariants {
+	if invariants.Enabled {
 		t.Skip("the invariants build checks every map after every write: allocation is not measurable, and 200K puts take quadratic time")
 	}
 	tb := newTestTable(t)

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cowstate/cowstate/cow"
 	"pgregory.net/rapid"
+
+	"github.com/cowstate/cowstate/cow"
 )
 
 // compositeKey encodes a key with an empty namespace as cells do.

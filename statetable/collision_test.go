@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+
 	"github.com/cowstate/cowstate/cow"
 )
 

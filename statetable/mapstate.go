@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+
 	"github.com/cowstate/cowstate/cow"
 )
 

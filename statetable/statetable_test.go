@@ -8,8 +8,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/cowstate/cowstate/cow"
 	"pgregory.net/rapid"
+
+	"github.com/cowstate/cowstate/cow"
 )
 
 func newTestTable(t testing.TB) *Table {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/cowstate/cowstate/internal/invariants"
+
 	"github.com/cowstate/cowstate/cow"
 )
 
@@ -292,7 +294,7 @@ func (q *Queue) All() iter.Seq2[Timer, int] {
 
 // verify runs Check after a mutation under the invariants build tag.
 func (q *Queue) verify(op string) {
-	if invariants {
+	if invariants.Enabled {
 		if err := q.Check(); err != nil {
 			panic("timerqueue: invariant broken after " + op + ": " + err.Error())
 		}

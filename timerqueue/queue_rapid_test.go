@@ -6,8 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cowstate/cowstate/cow"
 	"pgregory.net/rapid"
+
+	"github.com/cowstate/cowstate/cow"
 )
 
 // queueMachine drives a Queue and the model (a map of timers) with the same

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cowstate/cowstate/cow"
 	"pgregory.net/rapid"
+
+	"github.com/cowstate/cowstate/cow"
 )
 
 // fired records what an Advance fires.

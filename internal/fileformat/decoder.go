@@ -1,7 +1,7 @@
-// Package wire holds what the snapshot and delta file formats share: the
+// Package fileformat holds what the snapshot and delta file formats share: the
 // header check, the records of a section, the index and the footer,
 // length-prefixed strings and a bounds-checked decoder.
-package wire
+package fileformat
 
 import (
 	"encoding/binary"

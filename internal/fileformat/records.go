@@ -1,4 +1,4 @@
-package wire
+package fileformat
 
 // The tags that start the records of a section, in both formats.
 const (

@@ -1,6 +1,0 @@
-//go:build !invariants
-
-package statetable
-
-// underInvariants: see invariants_on_test.go.
-const underInvariants = false

@@ -1,6 +1,0 @@
-//go:build !invariants
-
-package timerqueue
-
-// invariants is false in ordinary builds: see invariants_on.go.
-const invariants = false
