@@ -194,8 +194,8 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 // sink adapts a Backend to snapshot.Sink.
 type sink struct{ b *Backend }
 
-func (s sink) EntryRestorer(state string, n int) (func(key, cell []byte) error, func() error, error) {
-	return s.b.table.Restorer(state, n)
+func (s sink) RestoreEntries(state string, n int, b []byte) (int, error) {
+	return s.b.table.RestoreRun(state, n, b)
 }
 
 func (s sink) RestoreTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error {

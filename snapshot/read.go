@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -16,9 +17,14 @@ import (
 // sink may keep them without copying (keeping any keeps the whole section's
 // buffer alive).
 type Sink interface {
-	// EntryRestorer is called for each run of n entries of a state in a
-	// section: add receives each entry, then done once after the last.
-	EntryRestorer(state string, n int) (add func(key, cell []byte) error, done func() error, err error)
+	// RestoreEntries is called for each run of n entries of a state in a
+	// section, with the section's bytes from the run's first entry on: per
+	// entry a key blob and a cell blob (a uvarint length and that many
+	// bytes). It restores the n entries and returns how many bytes they
+	// took; bytes it finds bad are an error wrapping
+	// statetable.ErrDecode (as statetable.Table.RestoreRun does), which
+	// Restore reports as matching ErrCorrupt too.
+	RestoreEntries(state string, n int, b []byte) (int, error)
 	RestoreTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error
 }
 
@@ -94,22 +100,17 @@ func (r *Reader) section(sink Sink, e fileformat.Section) error {
 	d := fileformat.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
 	wrap := func(err error) error { return fmt.Errorf("%s at offset %d: %w", what, e.Off, err) }
 	entries := func(i, n int) error {
-		restore, done, err := sink.EntryRestorer(r.meta.States[i].Name, n)
-		if err != nil {
+		at := e.Off + int64(d.Off)
+		used, err := sink.RestoreEntries(r.meta.States[i].Name, n, d.B[d.Off:])
+		switch {
+		case errors.Is(err, statetable.ErrDecode):
+			return fmt.Errorf("%w: %s, entries of state %q at offset %d: %w", ErrCorrupt, what, r.meta.States[i].Name, at, err)
+		case err != nil:
 			return wrap(err)
+		case used < 0 || used > d.Left():
+			return fmt.Errorf("snapshot: BUG: a sink took %d bytes of the %d left", used, d.Left())
 		}
-		for range n {
-			key, cell := d.Bytes(), d.Bytes()
-			if d.Err != nil {
-				return d.Err
-			}
-			if err := restore(key, cell); err != nil {
-				return wrap(err)
-			}
-		}
-		if err := done(); err != nil {
-			return wrap(err)
-		}
+		d.Off += used
 		return nil
 	}
 	timers := func(j int, dom byte, n int) error {

@@ -148,6 +148,12 @@ func readBE(src []byte, w int, kind string) (uint64, error) {
 	if len(src) != w {
 		return 0, fmt.Errorf("%w %s%d: got %d bytes; want %d", ErrDecode, kind, 8*w, len(src), w)
 	}
+	switch w { // the common widths as one load each
+	case 8:
+		return binary.BigEndian.Uint64(src), nil
+	case 4:
+		return uint64(binary.BigEndian.Uint32(src)), nil
+	}
 	var u uint64
 	for _, b := range src {
 		u = u<<8 | uint64(b)

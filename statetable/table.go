@@ -130,6 +130,9 @@ type registered interface {
 	restore(ck string, cell []byte) error
 	// runRestorer returns the functions that restore a run of n entries.
 	runRestorer(n int) (add func(key, cell []byte) error, done func() error)
+	// restoreRun decodes and stores a run of n entries (see
+	// Table.RestoreRun), returning the bytes they took.
+	restoreRun(n int, b []byte) (int, error)
 	// diff yields the changes between two views (prev nil: empty).
 	diff(prev, next any, yield func(EntryChange) bool)
 	// delete removes one entry; patch applies an OpPatch change.

@@ -1,0 +1,176 @@
+package statetable
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/cowstate/cowstate/cow"
+)
+
+// RestoreRun restores a run of n entries of the named state as a snapshot
+// section holds them at the start of b: per entry a key blob (the
+// composite key, see KeyGroupEntries) and a cell blob, a blob being a
+// uvarint length and that many bytes. It returns how many bytes of b the n
+// entries took. The run is decoded, checked and stored in one pass: each
+// entry is written straight into an array that becomes the leaves of the
+// state's map (cow.Map.SetRun), in canonical order (any other order is
+// sorted first). Keys are checked against the key groups the table owns
+// (else ErrKeyGroupNotOwned); bad bytes, a blob past the end of b
+// included, are an error wrapping ErrDecode, and then nothing of the run
+// is stored. The table keeps long keys (over 31 bytes) as strings over b,
+// so b must never be modified afterwards (a snapshot reader's section
+// buffers qualify); shorter keys are copied into the entries. Cost
+// O(n + the entries' bytes), one allocation per key length class of the
+// run. Writer goroutine only.
+func (t *Table) RestoreRun(name string, n int, b []byte) (int, error) {
+	r, ok := t.states[name]
+	if !ok {
+		return 0, fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	if n < 0 || n > len(b)/2 { // an entry takes at least two bytes
+		return 0, fmt.Errorf("%w: state %q: %d entries cannot fit in %d bytes", ErrDecode, name, n, len(b))
+	}
+	return r.restoreRun(n, b)
+}
+
+// emptyNamespaceHash is the low bits EntryHash takes from an empty
+// namespace encoding (VoidNamespace's), so a restore hashes only the key.
+var emptyNamespaceHash = xxhash.Sum64(nil) & (1<<(64-keyHashBits) - 1)
+
+// blobAt returns the bounds of the blob starting at b[off] (off <= len(b)):
+// ok is false if its length is not a uvarint or runs past the end of b.
+func blobAt(b []byte, off int) (start, end int, ok bool) {
+	if off < len(b) && b[off] < 0x80 { // a length below 128: one byte
+		start, end = off+1, off+1+int(b[off])
+		return start, end, end <= len(b)
+	}
+	l, k := binary.Uvarint(b[off:])
+	if k <= 0 || l > uint64(len(b)-off-k) {
+		return 0, 0, false
+	}
+	return off + k, off + k + int(l), true
+}
+
+// loadKey15 sets *k to the inline key whose length byte is p[0] (at most
+// key15Max) followed by the key's bytes: a key blob of a snapshot section
+// is exactly that layout. p must hold at least 16 bytes; the bytes past the
+// key are zeroed, as makeKey leaves them. Two word loads and masks instead
+// of makeKey's variable-length copy.
+func loadKey15(k *key15, p []byte) {
+	lo := binary.LittleEndian.Uint64(p[:8])
+	hi := binary.LittleEndian.Uint64(p[8:16])
+	switch n := uint(p[0]) + 1; { // bytes to keep, the length byte included
+	case n < 8:
+		lo &= 1<<(8*n) - 1
+		hi = 0
+	default: // a shift by 64 is 0 in Go: n == 16 keeps every byte
+		hi &= 1<<(8*(n-8)) - 1
+	}
+	kb := (*[16]byte)(unsafe.Pointer(k))
+	binary.LittleEndian.PutUint64(kb[:8], lo)
+	binary.LittleEndian.PutUint64(kb[8:], hi)
+}
+
+// restoreRun implements Table.RestoreRun (n is at most len(b)/2).
+func (c *cells[K, N, C]) restoreRun(n int, b []byte) (int, error) {
+	var (
+		r15  runOf[key15, C]
+		r31  runOf[key31, C]
+		long runOf[string, C]
+	)
+	maxPar, owned, dec := c.t.maxPar, c.t.owned, c.cell.dec
+	off := 0
+	for i := range n {
+		// Blobs of lengths below 128 (one length byte) read inline: a call
+		// of blobAt does not inline.
+		ks, ke, ok := off+1, 0, off < len(b) && b[off] < 0x80
+		if ok {
+			ke = ks + int(b[off])
+			ok = ke <= len(b)
+		} else {
+			ks, ke, ok = blobAt(b, off)
+		}
+		if !ok {
+			return 0, c.runError(i, n, off, "key blob runs past the end of the section")
+		}
+		cs, ce := ke+1, 0
+		if ok = ke < len(b) && b[ke] < 0x80; ok {
+			ce = cs + int(b[ke])
+			ok = ce <= len(b)
+		} else {
+			cs, ce, ok = blobAt(b, ke)
+		}
+		if !ok {
+			return 0, c.runError(i, n, ke, "cell blob runs past the end of the section")
+		}
+		if ke == ks { // a composite key holds at least its key length
+			return 0, c.runError(i, n, off, "empty composite key")
+		}
+		ck := unsafe.String(&b[ks], ke-ks)
+		// The composite key: uvarint key length, key bytes, namespace bytes.
+		kl, kn := uint64(ck[0]), 1
+		if kl >= 0x80 {
+			kl, kn = binary.Uvarint(readOnlyBytes(ck))
+		}
+		if kn <= 0 || kl > uint64(len(ck)-kn) {
+			return 0, c.runError(i, n, off, "bad key length prefix in the composite key")
+		}
+		keyHash := HashKey(b[ks+kn : ks+kn+int(kl)])
+		if g := KeyGroupOf(keyHash, maxPar); !owned.Contains(g) {
+			return 0, fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, owned)
+		}
+		h := keyHash&^(1<<(64-keyHashBits)-1) | emptyNamespaceHash
+		if nsStart := ks + kn + int(kl); nsStart < ke {
+			h = EntryHash(keyHash, b[nsStart:ke])
+		}
+		cell, err := dec(b[cs:ce])
+		if err != nil {
+			return 0, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, ce-cs, err)
+		}
+		start := off
+		off = ce
+		room := n - i // a run takes room for all the entries still expected
+		switch {
+		case len(ck) <= key15Max:
+			// r15.next written out: the common case, and the call did
+			// not inline.
+			l := len(r15.run)
+			if l == 0 && r15.run == nil {
+				r15.run = make([]cow.MapEntry[key15, C], 0, room)
+			} else if last := &r15.run[l-1]; h < last.Hash || h == last.Hash && ck <= keyStr(&last.Key) {
+				r15.unsorted = true
+			}
+			if l < cap(r15.run) {
+				r15.run = r15.run[:l+1]
+			} else {
+				r15.run = append(r15.run, cow.MapEntry[key15, C]{})
+			}
+			e := &r15.run[l]
+			e.Hash = h
+			if ks == start+1 && ks+key15Max <= len(b) { // b[start] is the length, 15 bytes follow
+				loadKey15(&e.Key, b[start:ks+key15Max])
+			} else {
+				e.Key = makeKey[key15](ck)
+			}
+			e.Val = cell
+		case len(ck) <= key31Max:
+			e := r31.next(room, h, ck, keyStr[key31])
+			e.Key, e.Val = makeKey[key31](ck), cell
+		default:
+			e := long.next(room, h, ck, func(k *string) string { return *k })
+			e.Key, e.Val = ck, cell
+		}
+	}
+	c.m.k15.SetRun(r15.finish(keyStr[key15]))
+	c.m.k31.SetRun(r31.finish(keyStr[key31]))
+	c.m.long.SetRun(long.finish(func(k *string) string { return *k }))
+	return off, nil
+}
+
+// runError is the error of entry i of a run of n whose bytes are bad at
+// byte off of the run.
+func (c *cells[K, N, C]) runError(i, n, off int, what string) error {
+	return fmt.Errorf("%w: state %q: entry %d of %d, at byte %d of the run: %s", ErrDecode, c.info.Name, i, n, off, what)
+}
