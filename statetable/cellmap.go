@@ -137,43 +137,50 @@ func (m *cellMap[C]) view(c *cow.Capture) cellView[C] {
 	return cellView[C]{k15: m.k15.View(c), k31: m.k31.View(c), long: m.long.View(c)}
 }
 
-// restorer returns add, which takes restored entries (n expected, each
-// key once, best in hash order; a long ck is kept, not copied), and done,
-// which stores them: each map's entries go into one array that becomes its
-// leaves (cow.Map.SetRun), sorted first if they came out of order.
-func (m *cellMap[C]) restorer(n int) (add func(h uint64, ck string, cell C), done func()) {
-	var (
-		r15  runOf[key15, C]
-		r31  runOf[key31, C]
-		long runOf[string, C]
-	)
-	added := 0
-	add = func(h uint64, ck string, cell C) {
-		// A run takes room for the entries still expected when its first
-		// one comes: all n for a state of one key class.
-		room := max(n-added, 1)
-		added++
-		// Entries are written straight into the runs, which become the
-		// leaves: no copy of a whole entry through a temporary.
-		switch {
-		case len(ck) <= key15Max:
-			e := r15.next(room, h, ck, keyStr[key15])
-			e.Key, e.Val = makeKey[key15](ck), cell
-		case len(ck) <= key31Max:
-			e := r31.next(room, h, ck, keyStr[key31])
-			e.Key, e.Val = makeKey[key31](ck), cell
-		default:
-			e := long.next(room, h, ck, func(k *string) string { return *k })
-			e.Key, e.Val = ck, cell
-		}
+// cellRun collects restored entries for a cellMap (n expected, each key
+// once, best in hash order; a long ck is kept, not copied): each key
+// class's entries go into one array that becomes its map's leaves
+// (cellMap.storeRun, cow.Map.SetRun), sorted first if they came out of
+// order.
+type cellRun[C any] struct {
+	n, added int
+	r15      runOf[key15, C]
+	r31      runOf[key31, C]
+	long     runOf[string, C]
+}
+
+// room returns how many entries the run of a class takes room for when
+// its first entry comes, counting one more added: all those still
+// expected (all n for a state of one key class).
+func (r *cellRun[C]) room() int {
+	room := max(r.n-r.added, 1)
+	r.added++
+	return room
+}
+
+// add appends an entry, written straight into its class's run (no copy
+// of a whole entry through a temporary).
+func (r *cellRun[C]) add(h uint64, ck string, cell C) {
+	room := r.room()
+	switch {
+	case len(ck) <= key15Max:
+		e := r.r15.next(room, h, ck, keyStr[key15])
+		e.Key, e.Val = makeKey[key15](ck), cell
+	case len(ck) <= key31Max:
+		e := r.r31.next(room, h, ck, keyStr[key31])
+		e.Key, e.Val = makeKey[key31](ck), cell
+	default:
+		e := r.long.next(room, h, ck, func(k *string) string { return *k })
+		e.Key, e.Val = ck, cell
 	}
-	done = func() {
-		m.k15.SetRun(r15.finish(keyStr[key15]))
-		m.k31.SetRun(r31.finish(keyStr[key31]))
-		m.long.SetRun(long.finish(func(k *string) string { return *k }))
-		r15, r31, long = runOf[key15, C]{}, runOf[key31, C]{}, runOf[string, C]{}
-	}
-	return add, done
+}
+
+// storeRun stores what r collected; r must not be used afterwards.
+func (m *cellMap[C]) storeRun(r *cellRun[C]) {
+	m.k15.SetRun(r.r15.finish(keyStr[key15]))
+	m.k31.SetRun(r.r31.finish(keyStr[key31]))
+	m.long.SetRun(r.long.finish(func(k *string) string { return *k }))
+	*r = cellRun[C]{}
 }
 
 // runOf collects a run of restored entries for cow.Map.SetRun.

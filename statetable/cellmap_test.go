@@ -156,11 +156,11 @@ func TestCellMap_ShortAndLongKeys(t *testing.T) {
 			slices.Reverse(ents)
 		}
 		r := newCellMap(cow.NewOwner(), func(a, b int64) bool { return a == b })
-		add, done := r.restorer(len(ents))
+		run := cellRun[int64]{n: len(ents)}
 		for _, e := range ents {
-			add(e.h, e.ck, e.cell)
+			run.add(e.h, e.ck, e.cell)
 		}
-		done()
+		r.storeRun(&run)
 		if r.len() != len(model) {
 			rt.Fatalf("restored %d entries, want %d", r.len(), len(model))
 		}

@@ -204,9 +204,9 @@ func TestPatchEntry_FailureKeepsCell(t *testing.T) {
 	}
 }
 
-// TestRestorer_AnyOrder: a run that is not in canonical order, with a
+// TestRestoreRun_AnyOrder: a run that is not in canonical order, with a
 // repeated key, restores like entry-by-entry restores (last value wins).
-func TestRestorer_AnyOrder(t *testing.T) {
+func TestRestoreRun_AnyOrder(t *testing.T) {
 	src := newStates(t)
 	for i := range 300 {
 		src.value.Put(fmt.Sprint("k", i), "n", int64(i))
@@ -221,20 +221,13 @@ func TestRestorer_AnyOrder(t *testing.T) {
 		})
 	}
 	dst := newStates(t)
-	add, done, err := dst.t.Restorer("value", len(keys)+1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var run []byte
 	for i := len(keys) - 1; i >= 0; i-- {
-		if err := add(keys[i], cells[i]); err != nil {
-			t.Fatal(err)
-		}
+		run = appendBlob(appendBlob(run, keys[i]), cells[i])
 	}
-	if err := add(keys[5], Int64.Append(nil, -5)); err != nil { // a repeat, later: it wins
-		t.Fatal(err)
-	}
-	if err := done(); err != nil {
-		t.Fatal(err)
+	run = appendBlob(appendBlob(run, keys[5]), Int64.Append(nil, -5)) // a repeat, later: it wins
+	if used, err := dst.t.RestoreRun("value", len(keys)+1, run); err != nil || used != len(run) {
+		t.Fatalf("used %d of %d bytes: %v", used, len(run), err)
 	}
 	if err := dst.value.cells.m.check(); err != nil {
 		t.Fatal(err)

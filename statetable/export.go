@@ -57,22 +57,6 @@ func (t *Table) RestoreEntry(name string, key, cell []byte) error {
 	return r.restore(unsafe.String(unsafe.SliceData(key), len(key)), cell)
 }
 
-// Restorer returns the functions that restore a run of n entries of the
-// named state, as one section of a snapshot holds them: add decodes and
-// checks one entry (like RestoreEntry; the table keeps key), done stores
-// the whole run. A run in canonical order (see KeyGroupEntries) is stored
-// in one pass that builds the map's new subtrees bottom up; any other order
-// is sorted first. Entries added after the last done are not stored.
-// Writer goroutine only.
-func (t *Table) Restorer(name string, n int) (add func(key, cell []byte) error, done func() error, err error) {
-	r, ok := t.states[name]
-	if !ok {
-		return nil, nil, fmt.Errorf("%w %q", ErrUnknownState, name)
-	}
-	add, done = r.runRestorer(n)
-	return add, done, nil
-}
-
 // scan yields the entries of a view with hash in [lo, hi] in canonical
 // order. Entries are yielded as they are met, except runs of equal hashes
 // (rare), which are sorted by composite key first. The key bytes alias the
@@ -157,26 +141,6 @@ func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte) (uint64, C, er
 		return 0, zero, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, len(cellBytes), err)
 	}
 	return EntryHash(keyHash, readOnlyBytes(nb)), cell, nil
-}
-
-// runRestorer implements Table.Restorer: the entries go into arrays that
-// become the leaves of the maps (cellMap.restorer).
-func (c *cells[K, N, C]) runRestorer(n int) (add func(key, cell []byte) error, done func() error) {
-	put, finish := c.m.restorer(n)
-	add = func(key, cellBytes []byte) error {
-		ck := unsafe.String(unsafe.SliceData(key), len(key))
-		h, cell, err := c.decodeEntry(ck, cellBytes)
-		if err != nil {
-			return err
-		}
-		put(h, ck, cell)
-		return nil
-	}
-	done = func() error {
-		finish()
-		return nil
-	}
-	return add, done
 }
 
 // valueCell is the cell codec of value, reducing and aggregating state: the

@@ -75,11 +75,8 @@ func loadKey15(k *key15, p []byte) {
 
 // restoreRun implements Table.RestoreRun (n is at most len(b)/2).
 func (c *cells[K, N, C]) restoreRun(n int, b []byte) (int, error) {
-	var (
-		r15  runOf[key15, C]
-		r31  runOf[key31, C]
-		long runOf[string, C]
-	)
+	run := cellRun[C]{n: n}
+	r15 := &run.r15
 	maxPar, owned, dec := c.t.maxPar, c.t.owned, c.cell.dec
 	off := 0
 	for i := range n {
@@ -131,16 +128,18 @@ func (c *cells[K, N, C]) restoreRun(n int, b []byte) (int, error) {
 		}
 		start := off
 		off = ce
-		room := n - i // a run takes room for all the entries still expected
 		switch {
 		case len(ck) <= key15Max:
-			// r15.next written out: the common case, and the call did
-			// not inline.
-			l := len(r15.run)
-			if l == 0 && r15.run == nil {
+			// run.add written out: the common case, and calls of it and
+			// of r15.next did not inline.
+			room, l := run.room(), len(r15.run)
+			switch {
+			case l == 0 && r15.run == nil:
 				r15.run = make([]cow.MapEntry[key15, C], 0, room)
-			} else if last := &r15.run[l-1]; h < last.Hash || h == last.Hash && ck <= keyStr(&last.Key) {
-				r15.unsorted = true
+			case l > 0:
+				if last := &r15.run[l-1]; h < last.Hash || h == last.Hash && ck <= keyStr(&last.Key) {
+					r15.unsorted = true
+				}
 			}
 			if l < cap(r15.run) {
 				r15.run = r15.run[:l+1]
@@ -155,17 +154,11 @@ func (c *cells[K, N, C]) restoreRun(n int, b []byte) (int, error) {
 				e.Key = makeKey[key15](ck)
 			}
 			e.Val = cell
-		case len(ck) <= key31Max:
-			e := r31.next(room, h, ck, keyStr[key31])
-			e.Key, e.Val = makeKey[key31](ck), cell
 		default:
-			e := long.next(room, h, ck, func(k *string) string { return *k })
-			e.Key, e.Val = ck, cell
+			run.add(h, ck, cell)
 		}
 	}
-	c.m.k15.SetRun(r15.finish(keyStr[key15]))
-	c.m.k31.SetRun(r31.finish(keyStr[key31]))
-	c.m.long.SetRun(long.finish(func(k *string) string { return *k }))
+	c.m.storeRun(&run)
 	return off, nil
 }
 

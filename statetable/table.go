@@ -128,8 +128,6 @@ type registered interface {
 	scan(view any, lo, hi uint64, yield func(key, cell []byte) bool)
 	// restore decodes one entry and stores it.
 	restore(ck string, cell []byte) error
-	// runRestorer returns the functions that restore a run of n entries.
-	runRestorer(n int) (add func(key, cell []byte) error, done func() error)
 	// restoreRun decodes and stores a run of n entries (see
 	// Table.RestoreRun), returning the bytes they took.
 	restoreRun(n int, b []byte) (int, error)
