@@ -120,3 +120,58 @@ func touchKeys[K comparable, V any](ents []mapEntry[K, V]) {
 	}
 	keep(sink)
 }
+
+// ScanLeaves is ScanRefs a leaf at a time: it calls yield with the
+// entries of each leaf whose hash is in [lo, hi], in hash order, as a
+// slice of the snapshot's own memory, until yield returns false. Entries
+// of equal hash are always in one call. A consumer that loops over the
+// slice makes no call per entry: a snapshot write's encoder runs so. The
+// slice must not be written, and stays valid and unchanged until Release.
+// Any goroutine while the snapshot is live.
+func (s *MapSnapshot[K, V]) ScanLeaves(lo, hi uint64, yield func(ents []MapEntry[K, V]) bool) {
+	s.capture.mustRead()
+	s.root.scanLeaves(0, 0, lo, hi, yield, s.capture.mustRead)
+}
+
+// scanLeaves is scan a leaf at a time (see ScanLeaves).
+func (s *mapSlot[K, V]) scanLeaves(depth int, prefix, lo, hi uint64, yield func([]MapEntry[K, V]) bool, check func()) bool {
+	if b := s.branch(); b != nil {
+		shift := 64 - mapBits*(depth+1)
+		touchLeaves(b, prefix, shift, lo, hi)
+		for i := range b.kids {
+			p := prefix | uint64(i)<<shift
+			end := p | (uint64(1)<<shift - 1)
+			if end < lo || p > hi {
+				continue
+			}
+			if !b.kids[i].scanLeaves(depth+1, p, lo, hi, yield, check) {
+				return false
+			}
+		}
+		return true
+	}
+	ents := s.ents()
+	if len(ents) == 0 {
+		return true
+	}
+	check()
+	from, to := 0, len(ents)
+	if lo > prefix { // only leaves a range starts or ends in need a search
+		from = searchHashFrom(ents, lo)
+	}
+	if ents[to-1].hash > hi {
+		to = from + searchHashFrom(ents[from:], hi+1) // hi+1 does not wrap: a hash is above hi
+	}
+	if stringKeys[K]() {
+		touchKeys(ents[from:to])
+	}
+	if from == to {
+		return true
+	}
+	return yield(publicEntries(ents[from:to]))
+}
+
+// publicEntries is mapEntries backwards: leaf entries as MapEntry values.
+func publicEntries[K comparable, V any](ents []mapEntry[K, V]) []MapEntry[K, V] {
+	return unsafe.Slice((*MapEntry[K, V])(unsafe.Pointer(unsafe.SliceData(ents))), len(ents))
+}

@@ -1,0 +1,174 @@
+package statetable
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cowstate/cowstate/cow"
+)
+
+// encodeRun returns the entries of state name in snap, every key group, as
+// a snapshot section's record holds them: key blob, cell blob.
+func encodeRun(t *testing.T, snap *Snapshot, name string) (run []byte, n int) {
+	t.Helper()
+	for g := range snap.MaxParallelism() {
+		err := snap.KeyGroupEntries(name, g, func(key, cell []byte) bool {
+			run = appendBlob(appendBlob(run, key), cell)
+			n++
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return run, n
+}
+
+// TestRestoreRun restores a run of keys of every length class (inline 15
+// and 31 bytes, long) and namespaces (empty and not) and checks it holds
+// exactly what was written, for runs cut at every length, whatever the
+// bytes after the run.
+func TestRestoreRun(t *testing.T) {
+	tb := newTestTable(t)
+	v, err := NewValue(tb, "v", String, String, Int64, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type kn struct{ k, ns string }
+	want := map[kn]int64{}
+	for i := range 400 {
+		k := fmt.Sprint(i)
+		switch i % 4 {
+		case 1:
+			k = strings.Repeat("x", 14) // 15 bytes with its length byte: a full key15
+		case 2:
+			k = fmt.Sprint("key-of-twenty-bytes-", i) // key31
+		case 3:
+			k = strings.Repeat("long", 10) + k // a long key
+		}
+		ns := ""
+		if i%3 == 0 {
+			ns = fmt.Sprint("n", i%7)
+		}
+		v.Put(k, ns, int64(i))
+		want[kn{k, ns}] = int64(i)
+	}
+	snap := tb.View(tb.owner.Capture())
+	defer snap.Capture().Release()
+	run, n := encodeRun(t, snap, "v")
+	for _, tail := range [][]byte{nil, {0}, bytes.Repeat([]byte{0xff}, 40)} {
+		dst := newTestTable(t)
+		dv, _ := NewValue(dst, "v", String, String, Int64, -1)
+		b := append(bytes.Clone(run), tail...)
+		used, err := dst.RestoreRun("v", n, b)
+		if err != nil || used != len(run) {
+			t.Fatalf("tail %x: used %d of %d, %v", tail, used, len(run), err)
+		}
+		if err := dv.cells.m.check(); err != nil {
+			t.Fatal(err)
+		}
+		if dv.Count() != len(want) {
+			t.Fatalf("restored %d entries, want %d", dv.Count(), len(want))
+		}
+		for e, x := range want {
+			if got, err := dv.Get(e.k, e.ns); err != nil || got != x {
+				t.Fatalf("%q/%q: got %d, %v; want %d", e.k, e.ns, got, err, x)
+			}
+		}
+	}
+	// Every cut of the run is an error wrapping ErrDecode, not a panic, and
+	// stores nothing.
+	for cut := range len(run) {
+		dst := newTestTable(t)
+		dv, _ := NewValue(dst, "v", String, String, Int64, -1)
+		if _, err := dst.RestoreRun("v", n, run[:cut]); !errors.Is(err, ErrDecode) {
+			t.Fatalf("run cut at %d of %d: %v, want ErrDecode", cut, len(run), err)
+		}
+		if dv.Count() != 0 {
+			t.Fatalf("run cut at %d: %d entries stored", cut, dv.Count())
+		}
+	}
+}
+
+// TestRestoreRun_Bad: bad bytes and keys of other key groups are errors
+// naming the state.
+func TestRestoreRun_Bad(t *testing.T) {
+	key := func(k string) []byte { return append([]byte{byte(len(k))}, k...) }
+	cell := Int64.Append(nil, 7)
+	tb, err := NewTable(cow.NewOwner(), Config{MaxParallelism: 16, KeyGroups: &KeyGroupRange{0, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewValue(tb, "v", String, Void, Int64, -1); err != nil {
+		t.Fatal(err)
+	}
+	var own, other string // keys in key group 0 and outside it
+	for i := 0; own == "" || other == ""; i++ {
+		if k := fmt.Sprint(i); KeyGroupOf(HashKey([]byte(k)), 16) != 0 {
+			other = k
+		} else {
+			own = k
+		}
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+		n    int
+		want error
+	}{
+		{"empty key", appendBlob(appendBlob(nil, nil), cell), 1, ErrDecode},
+		{"key length past the key", appendBlob(appendBlob(nil, []byte{9, 'a'}), cell), 1, ErrDecode},
+		{"overlong key length", appendBlob(appendBlob(nil, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}), cell), 1, ErrDecode},
+		{"bad cell", appendBlob(appendBlob(nil, key(own)), []byte{1, 2}), 1, ErrDecode},
+		{"count past the bytes", appendBlob(appendBlob(nil, key(own)), cell), 1000, ErrDecode},
+		{"key group not owned", appendBlob(appendBlob(nil, key(other)), cell), 1, ErrKeyGroupNotOwned},
+	} {
+		_, err := tb.RestoreRun("v", c.n, c.b)
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), `"v"`) {
+			t.Errorf("%s: %v, want %v naming the state", c.name, err, c.want)
+		}
+	}
+	if _, err := tb.RestoreRun("nope", 0, nil); !errors.Is(err, ErrUnknownState) {
+		t.Errorf("unknown state: %v", err)
+	}
+}
+
+// TestLoadKey15 checks the two-word load against makeKey for every length,
+// with garbage after the key.
+func TestLoadKey15(t *testing.T) {
+	for n := range key15Max + 1 {
+		ck := strings.Repeat("k", n)
+		p := append(append([]byte{byte(n)}, ck...), bytes.Repeat([]byte{0xee}, 16)...)
+		var k key15
+		loadKey15(&k, p[:16])
+		if k != makeKey[key15](ck) {
+			t.Fatalf("length %d: %x, want %x", n, k, makeKey[key15](ck))
+		}
+	}
+}
+
+// TestRestoreRun_TwoByteLength: a key blob whose length takes two bytes
+// (a valid uvarint, if not the shortest) restores the same key.
+func TestRestoreRun_TwoByteLength(t *testing.T) {
+	tb := newTestTable(t)
+	v, err := NewValue(tb, "v", String, Void, Int64, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := []byte{5, 'a', 'b', 'c', 'd', 'e'}
+	b := append([]byte{0x80 | byte(len(ck)), 0}, ck...)
+	b = appendBlob(b, Int64.Append(nil, 42))
+	b = append(b, bytes.Repeat([]byte{0xaa}, 20)...)
+	if _, err := tb.RestoreRun("v", 1, b); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := v.Get("abcde", VoidNamespace{}); err != nil || got != 42 {
+		t.Fatalf("got %d, %v", got, err)
+	}
+	if err := v.cells.m.check(); err != nil {
+		t.Fatal(err)
+	}
+}
