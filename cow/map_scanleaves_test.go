@@ -17,14 +17,19 @@ func TestMap_ScanLeaves(t *testing.T) {
 			hash = hashColliding
 		}
 		m := newIntMap(hash)
-		for _, k := range rapid.SliceOfN(rapid.IntRange(0, 5000), 0, 600).Draw(t, "keys") {
+		keys := rapid.SliceOfN(rapid.IntRange(0, 5000), 1, 600).Draw(t, "keys")
+		for _, k := range keys {
 			m.Set(k, -k)
 		}
 		s := m.Snapshot()
 		defer s.Release()
 		lo, hi := rapid.Uint64().Draw(t, "lo"), rapid.Uint64().Draw(t, "hi")
-		if rapid.Bool().Draw(t, "whole") {
+		switch rapid.IntRange(0, 2).Draw(t, "range") {
+		case 0: // the whole map
 			lo, hi = 0, ^uint64(0)
+		case 1: // ends at keys' hashes, so within leaves
+			lo = hash(rapid.SampledFrom(keys).Draw(t, "from")) + rapid.Uint64Range(0, 1).Draw(t, "+lo")
+			hi = hash(rapid.SampledFrom(keys).Draw(t, "to")) - rapid.Uint64Range(0, 1).Draw(t, "-hi")
 		}
 		if lo > hi {
 			lo, hi = hi, lo
