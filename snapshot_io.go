@@ -33,11 +33,11 @@ func (src source) Meta() snapshot.Meta {
 	return m
 }
 
-func (src source) StateEntries(state string, g int, yield func(key, cell []byte) bool) error {
+func (src source) AppendStateEntries(dst []byte, state string, g int) ([]byte, int, error) {
 	if src.s.Released() {
-		return releasedDuring(src.s)
+		return dst, 0, releasedDuring(src.s)
 	}
-	return src.s.state.KeyGroupEntries(state, g, yield)
+	return src.s.state.AppendKeyGroupEntries(dst, state, g)
 }
 
 func (src source) TimerEntries(service string, d timerqueue.Domain, yield func(g int, ts int64, key, ns string) bool) error {

@@ -19,9 +19,11 @@ import (
 type Source interface {
 	// Meta describes the capture (Write sorts its states and services).
 	Meta() Meta
-	// StateEntries yields the entries of a state in key group g, in
-	// canonical order; the bytes are valid during the call only.
-	StateEntries(state string, g int, yield func(key, cell []byte) bool) error
+	// AppendStateEntries appends to dst the entries of a state in key
+	// group g, in canonical order, each as a key blob and a cell blob (a
+	// uvarint length and that many bytes), and returns the extended slice
+	// and the number of entries.
+	AppendStateEntries(dst []byte, state string, g int) ([]byte, int, error)
 	// TimerEntries yields every timer of a service and domain in firing
 	// order, with its key group.
 	TimerEntries(service string, d timerqueue.Domain, yield func(g int, ts int64, key, ns string) bool) error
@@ -123,14 +125,9 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 		}
 		section = section[:0]
 		for i, s := range meta.States {
-			entries = entries[:0]
-			n := 0
-			err := src.StateEntries(s.Name, g, func(key, cell []byte) bool {
-				entries = fileformat.AppendBytes(entries, key)
-				entries = fileformat.AppendBytes(entries, cell)
-				n++
-				return true
-			})
+			var n int
+			var err error
+			entries, n, err = src.AppendStateEntries(entries[:0], s.Name, g)
 			if err != nil {
 				return fmt.Errorf("snapshot: state %q, key group %d: %w", s.Name, g, err)
 			}

@@ -136,6 +136,12 @@ func widthOf[T signed | unsigned]() int {
 
 // appendBE appends the low w bytes of u, big-endian.
 func appendBE(dst []byte, u uint64, w int) []byte {
+	switch w { // the common widths as one store each
+	case 8:
+		return binary.BigEndian.AppendUint64(dst, u)
+	case 4:
+		return binary.BigEndian.AppendUint32(dst, uint32(u))
+	}
 	for i := w - 1; i >= 0; i-- {
 		dst = append(dst, byte(u>>(8*i)))
 	}

@@ -29,15 +29,9 @@ func (snap *Snapshot) KeyGroupEntries(name string, g int, yield func(key, cell [
 	if !ok {
 		return fmt.Errorf("%w %q in snapshot", ErrUnknownState, name)
 	}
-	if g < 0 || g >= snap.maxPar {
-		return fmt.Errorf("%w: key group %d, max parallelism %d", ErrConfig, g, snap.maxPar)
-	}
-	lo, _ := KeyGroupStart(g, snap.maxPar)
-	hi, ok := KeyGroupStart(g+1, snap.maxPar)
-	if ok {
-		hi--
-	} else {
-		hi = ^uint64(0)
+	lo, hi, err := snap.groupHashes(g)
+	if err != nil {
+		return err
 	}
 	r.scan(snap.views[name], lo, hi, yield)
 	return nil

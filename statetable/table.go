@@ -126,6 +126,9 @@ type registered interface {
 	// scan yields the entries of a view with entry hash in [lo, hi], in
 	// canonical order, encoded (see KeyGroupEntries).
 	scan(view any, lo, hi uint64, yield func(key, cell []byte) bool)
+	// appendEntries appends the same entries, as blobs, and counts them
+	// (see Snapshot.AppendKeyGroupEntries).
+	appendEntries(view any, lo, hi uint64, dst []byte) ([]byte, int)
 	// restore decodes one entry and stores it.
 	restore(ck string, cell []byte) error
 	// restoreRun decodes and stores a run of n entries (see

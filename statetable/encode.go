@@ -1,0 +1,118 @@
+package statetable
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"github.com/cowstate/cowstate/cow"
+)
+
+// AppendKeyGroupEntries appends to dst every entry of the named state in
+// key group g of snap, as KeyGroupEntries yields them and a snapshot
+// section holds them: per entry a key blob (uvarint length, composite key)
+// and a cell blob (uvarint length, cell encoding), in canonical order. It
+// returns the extended slice and the number of entries. A state whose keys
+// are all inline and at most 15 bytes long (an integer key, no namespace)
+// is encoded leaf by leaf in one loop with no call per entry but the cell
+// codec's; others go through KeyGroupEntries. Cost O(entries of g + their
+// bytes). Any goroutine while snap is live.
+func (snap *Snapshot) AppendKeyGroupEntries(dst []byte, name string, g int) ([]byte, int, error) {
+	r, ok := snap.regs[name]
+	if !ok {
+		return dst, 0, fmt.Errorf("%w %q in snapshot", ErrUnknownState, name)
+	}
+	lo, hi, err := snap.groupHashes(g)
+	if err != nil {
+		return dst, 0, err
+	}
+	dst, n := r.appendEntries(snap.views[name], lo, hi, dst)
+	return dst, n, nil
+}
+
+// groupHashes returns the entry hashes [lo, hi] of key group g.
+func (snap *Snapshot) groupHashes(g int) (lo, hi uint64, err error) {
+	if g < 0 || g >= snap.maxPar {
+		return 0, 0, fmt.Errorf("%w: key group %d, max parallelism %d", ErrConfig, g, snap.maxPar)
+	}
+	lo, _ = KeyGroupStart(g, snap.maxPar)
+	hi, ok := KeyGroupStart(g+1, snap.maxPar)
+	if ok {
+		hi--
+	} else {
+		hi = ^uint64(0)
+	}
+	return lo, hi, nil
+}
+
+// appendEntries implements AppendKeyGroupEntries for a view's hashes in
+// [lo, hi].
+func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, dst []byte) ([]byte, int) {
+	v := view.(cellView[C])
+	n := 0
+	if v.k31.Len() > 0 || v.long.Len() > 0 {
+		c.scan(view, lo, hi, func(key, cell []byte) bool {
+			dst = appendBlob(appendBlob(dst, key), cell)
+			n++
+			return true
+		})
+		return dst, n
+	}
+	enc := c.cell.enc
+	var order []int // a run of equal hashes, sorted by key
+	v.k15.ScanLeaves(lo, hi, func(ents []cow.MapEntry[key15, C]) bool {
+		n += len(ents)
+		for i := 0; i < len(ents); i++ {
+			if i+1 == len(ents) || ents[i+1].Hash != ents[i].Hash {
+				dst = appendEntry15(dst, &ents[i].Key, ents[i].Val, enc)
+				continue
+			}
+			// Equal hashes (keys whose 40-bit hashes collide) are in
+			// insertion order in the map, and in key order in the file.
+			j := i + 1
+			for j < len(ents) && ents[j].Hash == ents[i].Hash {
+				j++
+			}
+			order = order[:0]
+			for k := i; k < j; k++ {
+				order = append(order, k)
+			}
+			slices.SortFunc(order, func(a, b int) int { return cmp.Compare(keyStr(&ents[a].Key), keyStr(&ents[b].Key)) })
+			for _, k := range order {
+				dst = appendEntry15(dst, &ents[k].Key, ents[k].Val, enc)
+			}
+			i = j - 1
+		}
+		return true
+	})
+	return dst, n
+}
+
+// appendEntry15 appends the key blob and the cell blob of an entry of an
+// inline key of at most 15 bytes. The key blob is the key's own first
+// k.n+1 bytes (its length byte is the blob's one-byte length), copied as
+// one 16-byte store; the cell's length byte is reserved before the codec
+// appends the cell, and the cell moved only if its length takes more.
+func appendEntry15[C any](dst []byte, k *key15, cell C, enc func([]byte, C) []byte) []byte {
+	l := len(dst)
+	if cap(dst)-l < 17 {
+		dst = slices.Grow(dst, 17+l/4)
+	}
+	dst = dst[:l+16]
+	*(*[16]byte)(dst[l:]) = *(*[16]byte)(unsafe.Pointer(k))
+	l += int(k.n) + 1
+	dst = enc(dst[:l+1], cell)
+	switch cl := len(dst) - l - 1; {
+	case cl < 0x80:
+		dst[l] = byte(cl)
+	default:
+		var lb [binary.MaxVarintLen64]byte
+		m := binary.PutUvarint(lb[:], uint64(cl))
+		dst = append(dst, lb[:m-1]...)
+		copy(dst[l+m:], dst[l+1:l+1+cl])
+		copy(dst[l:], lb[:m])
+	}
+	return dst
+}
