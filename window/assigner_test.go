@@ -36,7 +36,7 @@ func TestTumbling_Assign(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ts := edgy(t, "ts")
 		size := rapid.OneOf(rapid.Int64Range(1, 100), rapid.Int64Range(1, math.MaxInt64)).Draw(t, "size")
-		offset := rapid.Int64Range(-(size - 1), size-1).Draw(t, "offset")
+		offset := rapid.Int64Range(-(size-1), size-1).Draw(t, "offset")
 		a := Tumbling{Size: size, Offset: offset}
 		want, ok := modelWindows(ts, size, size, offset)
 		got, err := a.Assign(ts)
@@ -67,7 +67,7 @@ func TestSliding_AppendWindows(t *testing.T) {
 		if size/slide >= 64 {
 			size = slide * 64 // keep the model's enumeration short
 		}
-		offset := rapid.Int64Range(-(slide - 1), slide-1).Draw(t, "offset")
+		offset := rapid.Int64Range(-(slide-1), slide-1).Draw(t, "offset")
 		a := Sliding{Size: size, Slide: slide, Offset: offset}
 		want, ok := modelWindows(ts, size, slide, offset)
 		prefix := []TimeWindow{{1, 2}}
