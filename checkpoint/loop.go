@@ -303,4 +303,3 @@ func (l *Loop[M]) Close() error {
 	l.inFlight = nil
 	return l.store.Close()
 }
-
