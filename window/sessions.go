@@ -202,3 +202,6 @@ func (s *Sessions[K]) Remove(key K, w TimeWindow) (state TimeWindow, ok bool, er
 func (s *Sessions[K]) Windows(key K) (iter.Seq2[TimeWindow, TimeWindow], error) {
 	return s.set.Iterate(key, statetable.VoidNamespace{})
 }
+
+// Count returns the number of keys with open windows. O(1).
+func (s *Sessions[K]) Count() int { return s.set.Count() }

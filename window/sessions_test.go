@@ -200,6 +200,9 @@ func TestSessions_AgainstModel(t *testing.T) {
 		if wantAll := m.fire(1 << 40); err != nil || !slices.Equal(got, wantAll) {
 			t.Fatalf("final fire: %q, %v; want %q", got, err, wantAll)
 		}
+		if n := j.sessions.Count(); n != 0 {
+			t.Fatalf("%d keys with open windows after every session fired", n)
+		}
 	})
 }
 
