@@ -85,13 +85,18 @@ type Start[M any] struct {
 // checkpoint; Start says which. b must have its states and timer services
 // registered, and hold nothing.
 //
-// Errors (the store is then closed and b holds nothing): ErrMismatch if
+// Errors (the store is then closed and b holds nothing): ErrInvalid for
+// negative options; ErrMismatch if
 // the checkpoint does not fit b or was not taken by a Loop, or its
 // metadata does not decode as M; ErrCorrupt if the store holds checkpoints
 // and none restores (never a fresh start over them); ErrStorage, ErrInvalid
 // as Open and Restore. Writer goroutine of b.
 func Resume[M any](ctx context.Context, b *cowstate.Backend, st Storage, opts LoopOptions) (*Loop[M], Start[M], error) {
 	var start Start[M]
+	if opts.Interval < 0 || opts.Records < 0 || opts.TolerableFailures < 0 {
+		return nil, start, fmt.Errorf("%w: loop options with a negative interval (%v), record count (%d) or tolerable failures (%d)",
+			ErrInvalid, opts.Interval, opts.Records, opts.TolerableFailures)
+	}
 	sopts := opts.Store
 	sopts.AutoConfirm = false
 	s, err := Open(ctx, b, st, sopts)

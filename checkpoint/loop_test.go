@@ -319,6 +319,11 @@ func TestLoop_OneInFlightAndInterval(t *testing.T) {
 // all damaged.
 func TestLoop_ResumeRefuses(t *testing.T) {
 	empty := func(j *testjob.Job) bool { return len(j.Dump(t, nil)) == 0 }
+	for _, o := range []LoopOptions{{Records: -1}, {Interval: -time.Second}, {TolerableFailures: -1}} {
+		if _, _, err := Resume[offsets](bg, testjob.New(t, 16, nil).B, Memory(), o); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", o, err)
+		}
+	}
 	// A plain checkpoint.
 	st := Memory()
 	j := testjob.New(t, 16, nil)
