@@ -258,13 +258,16 @@ func (l *Loop[M]) take(ctx context.Context, meta M) (*Checkpoint, error) {
 // until it is durable and confirms it: at a shutdown, or where the job
 // must know its state is committed (before an external commit). It
 // returns the checkpoint's manifest, or its failure (whatever
-// TolerableFailures says) or ctx's error; the checkpoint then goes on in
-// the background and Processed settles it. Writer goroutine only.
+// TolerableFailures says; the failure of the older one in flight is only
+// counted) or ctx's error, after which the checkpoint goes on in the
+// background and Processed settles it. Writer goroutine only.
 func (l *Loop[M]) Sync(ctx context.Context, meta M) (*Manifest, error) {
 	if l.fatal != nil {
 		return nil, l.fatal
 	}
-	if err := l.wait(ctx); err != nil {
+	// The one in flight is older than meta: its failure is counted, not
+	// returned, unless the store is fenced or ctx is done.
+	if err := l.wait(ctx); err != nil && (l.fatal != nil || ctx.Err() != nil) {
 		return nil, err
 	}
 	cp, err := l.take(ctx, meta)
