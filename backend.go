@@ -45,6 +45,8 @@ type Backend struct {
 type timerService interface {
 	codecs() [2]string
 	queues() (event, processing *timerqueue.Queue)
+	CurrentWatermark() int64
+	restoreWatermark(wm int64)
 }
 
 // queue returns the queue of a service for a time domain.

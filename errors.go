@@ -10,6 +10,9 @@ var (
 	ErrConfig = errors.New("cowstate: invalid config")
 	// ErrTimerService: a timer service registered again with other codecs.
 	ErrTimerService = errors.New("cowstate: timer service registered with other codecs")
+	// ErrUnknownTimerService: no timer service is registered under the
+	// name.
+	ErrUnknownTimerService = errors.New("cowstate: unknown timer service")
 	// ErrNotEmpty: a restore into a backend that already holds state.
 	ErrNotEmpty = errors.New("cowstate: backend not empty")
 	// ErrReleased: a snapshot written (WriteSnapshot, WriteSavepoint,

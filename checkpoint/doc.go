@@ -13,6 +13,19 @@
 //	...
 //	cp, err := store.Checkpoint(ctx, id) // O(1) capture; written in the background
 //
+// A job can leave that to a Loop, on its writer goroutine: Resume restores
+// the newest intact checkpoint with the job's metadata and watermarks, or
+// starts fresh, and Processed takes a checkpoint every interval or N
+// records, one in flight, confirmed when durable:
+//
+//	loop, start, err := checkpoint.Resume[Offsets](ctx, backend, st, checkpoint.LoopOptions{Interval: 10 * time.Second})
+//	for rec := range source.From(start.Meta) { // start.Meta: the zero Offsets when fresh
+//		... process rec ...
+//		if err := loop.Processed(ctx, 1, source.Offsets()); err != nil {
+//			return err
+//		}
+//	}
+//
 // # Objects and the commit protocol
 //
 // A store is a flat namespace of objects, each written once and never

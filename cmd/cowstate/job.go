@@ -6,6 +6,7 @@ import (
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/window"
 )
 
 // SessionResult is what the job emits when a session window closes: the
@@ -54,32 +55,32 @@ var void = statetable.VoidNamespace{}
 //   - count (value): events seen, ever;
 //   - late (reducing, sum): events that arrived after their session had
 //     closed, dropped from the windows;
-//   - windows (map, start -> end): the user's open session windows;
-//   - session (aggregating, namespace = window start): count and sum of the
-//     events of each open window;
+//   - session-windows (window.Sessions): the user's open session windows,
+//     each with the window that holds its state;
+//   - session (aggregating, namespace = a state window): count and sum of
+//     the events of each open session;
 //
 // and one event-time timer per open window, at its last millisecond, in
-// the "sessions" timer service (namespace = window start). A window is
-// [t, t+gap) for an event at t; overlapping windows merge (their
-// accumulators with MergeNamespaces, their timers replaced by one).
+// the "sessions" timer service (namespace = the window). A window is
+// [t, t+gap) for an event at t; windows that intersect merge
+// (window.Sessions: their accumulators with MergeNamespaces into the
+// state window of the earliest, their timers replaced by one).
 type sessionJob struct {
 	b       *cowstate.Backend
 	gap     int64
 	count   *statetable.ValueState[string, statetable.VoidNamespace, int64]
 	late    *statetable.ReducingState[string, statetable.VoidNamespace, int64]
-	windows *statetable.MapState[string, statetable.VoidNamespace, int64, int64]
-	session *statetable.AggregatingState[string, int64, int64, sessionAcc, sessionAcc]
-	timers  *cowstate.TimerService[string, int64]
+	windows *window.Sessions[string]
+	session *statetable.AggregatingState[string, window.TimeWindow, int64, sessionAcc, sessionAcc]
+	timers  *cowstate.TimerService[string, window.TimeWindow]
 
-	watermark int64               // the last watermark advanced to
-	emit      func(SessionResult) // where closed sessions go
-	merged    [][2]int64          // scratch
+	emit func(SessionResult) // where closed sessions go
 }
 
 // newSessionJob registers the job's states and timer service on b (a
 // fresh backend, or one about to be restored).
 func newSessionJob(b *cowstate.Backend, gap int64, emit func(SessionResult)) (*sessionJob, error) {
-	j := &sessionJob{b: b, gap: gap, emit: emit, watermark: minWatermark}
+	j := &sessionJob{b: b, gap: gap, emit: emit}
 	var err error
 	add := func(a, b int64) int64 { return a + b }
 	if j.count, err = cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0); err != nil {
@@ -88,19 +89,17 @@ func newSessionJob(b *cowstate.Backend, gap int64, emit func(SessionResult)) (*s
 	if j.late, err = cowstate.Reducing(b, "late", statetable.String, statetable.Void, statetable.Int64, add); err != nil {
 		return nil, err
 	}
-	if j.windows, err = cowstate.Map(b, "windows", statetable.String, statetable.Void, statetable.Int64, statetable.Int64); err != nil {
+	if j.session, err = cowstate.Aggregating[string, window.TimeWindow, int64](b, "session", statetable.String, window.Codec, sessionAccCodec, sessionAgg{}); err != nil {
 		return nil, err
 	}
-	if j.session, err = cowstate.Aggregating[string, int64, int64](b, "session", statetable.String, statetable.Int64, sessionAccCodec, sessionAgg{}); err != nil {
+	if j.timers, err = cowstate.Timers(b, "sessions", statetable.String, window.Codec); err != nil {
 		return nil, err
 	}
-	if j.timers, err = cowstate.Timers(b, "sessions", statetable.String, statetable.Int64); err != nil {
+	if j.windows, err = window.NewSessions(b, "session-windows", statetable.String, gap, j.timers, j.session); err != nil {
 		return nil, err
 	}
 	return j, nil
 }
-
-const minWatermark = -1 << 63
 
 // Process handles one event of a user the backend owns.
 func (j *sessionJob) Process(e Event) error {
@@ -111,66 +110,36 @@ func (j *sessionJob) Process(e Event) error {
 	if err := j.count.Put(e.User, void, n+1); err != nil {
 		return err
 	}
-	start, end := e.Time, e.Time+j.gap
-	if end-1 <= j.watermark {
-		return j.late.Add(e.User, void, 1) // its session has been emitted
-	}
-
-	// Merge with the open windows it overlaps.
-	windows, err := j.windows.Iterate(e.User, void)
+	a, err := j.windows.Add(e.User, e.Time)
 	if err != nil {
 		return err
 	}
-	j.merged = j.merged[:0]
-	for s, en := range windows {
-		if s < end && start < en {
-			j.merged = append(j.merged, [2]int64{s, en})
-			start, end = min(start, s), max(end, en)
-		}
+	if a.Late {
+		return j.late.Add(e.User, void, 1) // its session has been emitted
 	}
-	if len(j.merged) != 1 || j.merged[0] != [2]int64{start, end} { // else it fell inside one window
-		for _, w := range j.merged {
-			if w[0] != start {
-				if err := j.windows.Remove(e.User, void, w[0]); err != nil {
-					return err
-				}
-				if err := j.session.MergeNamespaces(e.User, start, w[0]); err != nil {
-					return err
-				}
-			}
-			if w != [2]int64{start, end} { // its timer is not the merged window's
-				if _, err := j.timers.DeleteEventTime(e.User, w[0], w[1]-1); err != nil {
-					return err
-				}
-			}
-		}
-		if err := j.windows.Put(e.User, void, start, end); err != nil {
-			return err
-		}
-		if _, err := j.timers.RegisterEventTime(e.User, start, end-1); err != nil {
-			return err
-		}
-	}
-	return j.session.Add(e.User, start, e.Amount)
+	return j.session.Add(e.User, a.State, e.Amount)
 }
 
 // AdvanceWatermark fires the timers of the windows that end at or before
 // wm: each emits its session and clears its state.
 func (j *sessionJob) AdvanceWatermark(wm int64) error {
-	j.watermark = max(j.watermark, wm)
 	_, err := j.timers.AdvanceWatermark(wm, j.fire)
 	return err
 }
 
-// fire closes the window of user that starts at start.
-func (j *sessionJob) fire(user string, start, ts int64) error {
-	acc, _, err := j.session.Get(user, start)
+// fire closes user's session w.
+func (j *sessionJob) fire(user string, w window.TimeWindow, _ int64) error {
+	state, ok, err := j.windows.Remove(user, w)
 	if err != nil {
 		return err
 	}
-	j.emit(SessionResult{User: user, Start: start, End: ts + 1, Count: acc.Count, Sum: acc.Sum})
-	if err := j.session.Clear(user, start); err != nil {
+	if !ok {
+		return fmt.Errorf("session %v of %q fired but is not open", w, user)
+	}
+	acc, _, err := j.session.Get(user, state)
+	if err != nil {
 		return err
 	}
-	return j.windows.Remove(user, void, start)
+	j.emit(SessionResult{User: user, Start: w.Start, End: w.End, Count: acc.Count, Sum: acc.Sum})
+	return j.session.Clear(user, state)
 }

@@ -1,0 +1,50 @@
+package cowstate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Watermarks returns each timer service's current watermark by service
+// name (the smallest int64 for a service whose watermark never advanced).
+// Watermarks are not in snapshots: a job that checkpoints keeps them beside
+// (checkpoint.Loop does) and gives them back with RestoreWatermark. A new
+// map each call, O(services). Writer goroutine only.
+func (b *Backend) Watermarks() map[string]int64 {
+	wms := make(map[string]int64, len(b.services))
+	for name, s := range b.services {
+		wms[name] = s.CurrentWatermark()
+	}
+	return wms
+}
+
+// RestoreWatermark sets the watermark of timer service name as a restore
+// brings it back: nothing fires (timers at or below wm fire at the next
+// AdvanceWatermark), and a watermark never goes down (a wm below the
+// current one changes nothing). An unregistered name is an error matching
+// ErrUnknownTimerService. Writer goroutine only.
+func (b *Backend) RestoreWatermark(name string, wm int64) error {
+	s, ok := b.services[name]
+	if !ok {
+		return fmt.Errorf("%w: %q (registered: %v)", ErrUnknownTimerService, name, b.names)
+	}
+	s.restoreWatermark(wm)
+	return nil
+}
+
+// RestoreWatermarks is RestoreWatermark for each entry of wms; it checks
+// every name before it sets any.
+func (b *Backend) RestoreWatermarks(wms map[string]int64) error {
+	for _, name := range slices.Sorted(maps.Keys(wms)) {
+		if _, ok := b.services[name]; !ok {
+			return fmt.Errorf("%w: %q (registered: %v)", ErrUnknownTimerService, name, b.names)
+		}
+	}
+	for name, wm := range wms {
+		b.services[name].restoreWatermark(wm)
+	}
+	return nil
+}
+
+func (s *TimerService[K, N]) restoreWatermark(wm int64) { s.watermark = max(s.watermark, wm) }
