@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
@@ -27,8 +27,8 @@ import (
 // random-hash-key-groups 33 (1-213), 1-2;
 // restore-drops-last-key-group 28 (6-126), 2-3.
 
-func newCow(cfg Config) *cowstate.Backend {
-	b, err := cowstate.New(cfg)
+func newCow(cfg Config) Backend {
+	b, err := contract.New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -37,34 +37,34 @@ func newCow(cfg Config) *cowstate.Backend {
 
 // aliasing returns views that read the live state: a snapshot that aliases
 // what the writer goes on changing.
-type aliasing struct{ cowstate.Contract }
+type aliasing struct{ contract.Backend }
 
 type aliasView struct {
-	cowstate.View
-	live cowstate.Contract
+	contract.View
+	live contract.Backend
 }
 
-func (a aliasing) Capture() cowstate.View { return aliasView{a.Contract.Capture(), a.Contract} }
-func (v aliasView) StateEntries(s string) ([]cowstate.Entry, error) {
+func (a aliasing) Capture() contract.View { return aliasView{a.Backend.Capture(), a.Backend} }
+func (v aliasView) StateEntries(s string) ([]contract.Entry, error) {
 	return v.live.StateEntries(s)
 }
 
 // lostDelete loses ClearState while a view is live, the way a
 // copy-on-write bug would.
 type lostDelete struct {
-	cowstate.Contract
+	contract.Backend
 	live *int
 }
 
 type countedView struct {
-	cowstate.View
+	contract.View
 	once sync.Once
 	live *int
 }
 
-func (l lostDelete) Capture() cowstate.View {
+func (l lostDelete) Capture() contract.View {
 	*l.live++
-	return &countedView{View: l.Contract.Capture(), live: l.live}
+	return &countedView{View: l.Backend.Capture(), live: l.live}
 }
 
 func (v *countedView) Release() {
@@ -76,13 +76,13 @@ func (l lostDelete) ClearState(state, key, ns string) error {
 	if *l.live > 0 && l.KeyGroups().Contains(KeyGroupOf(key, l.MaxParallelism())) {
 		return nil
 	}
-	return l.Contract.ClearState(state, key, ns)
+	return l.Backend.ClearState(state, key, ns)
 }
 
 // advanceByHand fires event-time timers one at a time through the
 // contract's own methods; pick chooses among the due timers, in firing
 // order. lateTimers false fires only those due when it starts.
-func advanceByHand(c cowstate.Contract, service string, wm int64, fire cowstate.FireFunc, pick func([]timer) timer, lateTimers bool) (int, error) {
+func advanceByHand(c contract.Backend, service string, wm int64, fire contract.FireFunc, pick func([]timer) timer, lateTimers bool) (int, error) {
 	all, err := c.TimerEntries(service, timerqueue.EventTime)
 	if err != nil {
 		return 0, err
@@ -131,25 +131,25 @@ func advanceByHand(c cowstate.Contract, service string, wm int64, fire cowstate.
 }
 
 // tieFlipped fires event-time timers of equal timestamp in reverse order.
-type tieFlipped struct{ cowstate.Contract }
+type tieFlipped struct{ contract.Backend }
 
-func (f tieFlipped) AdvanceWatermark(service string, wm int64, fire cowstate.FireFunc) (int, error) {
-	return advanceByHand(f.Contract, service, wm, fire, func(due []timer) timer { return due[len(due)-1] }, true)
+func (f tieFlipped) AdvanceWatermark(service string, wm int64, fire contract.FireFunc) (int, error) {
+	return advanceByHand(f.Backend, service, wm, fire, func(due []timer) timer { return due[len(due)-1] }, true)
 }
 
 // lateNotFired does not fire a timer that a callback registers, even when
 // it is due.
-type lateNotFired struct{ cowstate.Contract }
+type lateNotFired struct{ contract.Backend }
 
-func (f lateNotFired) AdvanceWatermark(service string, wm int64, fire cowstate.FireFunc) (int, error) {
-	return advanceByHand(f.Contract, service, wm, fire, func(due []timer) timer { return due[0] }, false)
+func (f lateNotFired) AdvanceWatermark(service string, wm int64, fire contract.FireFunc) (int, error) {
+	return advanceByHand(f.Backend, service, wm, fire, func(due []timer) timer { return due[0] }, false)
 }
 
 // randomHash owns keys by a key group computed with a per-process random
 // hash (hash/maphash) rather than the stable one: it keeps all key groups
 // in the wrapped backend and checks ownership itself.
 type randomHash struct {
-	cowstate.Contract
+	contract.Backend
 	owned  statetable.KeyGroupRange
 	maxPar int
 }
@@ -177,29 +177,29 @@ func (r randomHash) Put(s, k, ns, v string) error {
 	if err := r.own(k); err != nil {
 		return err
 	}
-	return r.Contract.Put(s, k, ns, v)
+	return r.Backend.Put(s, k, ns, v)
 }
 func (r randomHash) Add(s, k, ns, v string) error {
 	if err := r.own(k); err != nil {
 		return err
 	}
-	return r.Contract.Add(s, k, ns, v)
+	return r.Backend.Add(s, k, ns, v)
 }
 func (r randomHash) RegisterTimer(s string, d timerqueue.Domain, k, ns string, ts int64) (bool, error) {
 	if err := r.own(k); err != nil {
 		return false, err
 	}
-	return r.Contract.RegisterTimer(s, d, k, ns, ts)
+	return r.Backend.RegisterTimer(s, d, k, ns, ts)
 }
 func (r randomHash) RestoreSnapshot(ctx context.Context, rd io.ReaderAt, size int64) error {
-	if err := r.Contract.RestoreSnapshot(ctx, rd, size); err != nil {
+	if err := r.Backend.RestoreSnapshot(ctx, rd, size); err != nil {
 		return err
 	}
-	return dropKeys(r.Contract, func(key string) bool { return r.own(key) != nil })
+	return dropKeys(r.Backend, func(key string) bool { return r.own(key) != nil })
 }
 
 // dropKeys clears every entry and timer of the keys drop selects.
-func dropKeys(c cowstate.Contract, drop func(key string) bool) error {
+func dropKeys(c contract.Backend, drop func(key string) bool) error {
 	for _, s := range stateNames {
 		es, err := c.StateEntries(s)
 		if err != nil {
@@ -225,14 +225,14 @@ func dropKeys(c cowstate.Contract, drop func(key string) bool) error {
 }
 
 // dropsLastGroup loses the last key group it owns when it restores.
-type dropsLastGroup struct{ cowstate.Contract }
+type dropsLastGroup struct{ contract.Backend }
 
 func (d dropsLastGroup) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) error {
-	if err := d.Contract.RestoreSnapshot(ctx, r, size); err != nil {
+	if err := d.Backend.RestoreSnapshot(ctx, r, size); err != nil {
 		return err
 	}
 	last := d.KeyGroups().Last
-	return dropKeys(d.Contract, func(key string) bool { return KeyGroupOf(key, d.MaxParallelism()) == last })
+	return dropKeys(d.Backend, func(key string) bool { return KeyGroupOf(key, d.MaxParallelism()) == last })
 }
 
 // recorder is a rapid.TB that records instead of failing the test; run it

@@ -1,14 +1,14 @@
 // Package rapidtest is the reference model of a cowstate backend and a
 // conformance suite that runs any backend against it.
 //
-// The contract is cowstate.Contract: keyed state of five kinds (value,
+// The contract is contract.Backend (package contract): keyed state of five kinds (value,
 // list, map, reducing, aggregating) addressed by state name, key and
 // namespace as strings, timer services with event-time and
 // processing-time timers fired by callbacks that may write state and
 // register timers, captured Views, snapshots written in the backend's own
 // format and restored into fresh backends that own all the key groups or a
-// share of them. *cowstate.Backend implements it; so can a backend on disk,
-// a remote one, or an adapter to another engine.
+// share of them. contract.Of adapts a *cowstate.Backend to it; a backend on
+// disk, a remote one, or an adapter to another engine can implement it too.
 //
 // Model is the executable specification: maps and sorted slices, deep
 // copies at capture, short enough to read in one sitting. Where the

@@ -3,7 +3,7 @@ package rapidtest_test
 import (
 	"testing"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/rapidtest"
 )
 
@@ -13,7 +13,7 @@ import (
 func Example() {
 	_ = func(t *testing.T) { // func TestMyBackend(t *testing.T)
 		rapidtest.Run(t, func(cfg rapidtest.Config) rapidtest.Backend {
-			b, err := cowstate.New(cfg) // your backend's constructor
+			b, err := contract.New(cfg) // your backend's constructor
 			if err != nil {
 				panic(err)
 			}

@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
@@ -25,8 +26,8 @@ import (
 // KeyGroups is nil (all key groups) or the share of one operator.
 type Config = cowstate.Config
 
-// Backend is what the suite tests: cowstate.Contract.
-type Backend = cowstate.Contract
+// Backend is what the suite tests: contract.Backend.
+type Backend = contract.Backend
 
 // Group is a set of operation groups, for Options.Groups.
 type Group uint
@@ -204,7 +205,7 @@ var (
 
 // pair is a backend view and the model's view captured at the same step.
 type pair struct {
-	b, m cowstate.View
+	b, m contract.View
 	step int
 }
 
@@ -384,7 +385,7 @@ func (m *machine) compareAll(t *rapid.T) {
 
 // diff compares two readers: every state's entries, sorted by key and
 // namespace, and every timer service's timers in the order given.
-func (m *machine) diff(got, want cowstate.EntryReader) error {
+func (m *machine) diff(got, want contract.EntryReader) error {
 	for _, s := range stateNames {
 		g, err := got.StateEntries(s)
 		if err != nil {
@@ -432,7 +433,7 @@ func (m *machine) diff(got, want cowstate.EntryReader) error {
 
 // canonical sorts entries by key and namespace and makes empty lists and
 // maps nil.
-func canonical(es []cowstate.Entry) []cowstate.Entry {
+func canonical(es []contract.Entry) []contract.Entry {
 	es = slices.Clone(es)
 	for i := range es {
 		if len(es[i].List) == 0 {
@@ -442,7 +443,7 @@ func canonical(es []cowstate.Entry) []cowstate.Entry {
 			es[i].Map = nil
 		}
 	}
-	slices.SortFunc(es, func(a, b cowstate.Entry) int {
+	slices.SortFunc(es, func(a, b contract.Entry) int {
 		return cmpOr(strings.Compare(a.Key, b.Key), strings.Compare(a.Namespace, b.Namespace))
 	})
 	return es
@@ -678,11 +679,11 @@ func (m *machine) drawPlan(t *rapid.T) firePlan {
 type firing struct {
 	fired []timer
 	log   []string // results of what the callbacks did
-	views []cowstate.View
+	views []contract.View
 }
 
 // callback returns the fire function of plan for backend x.
-func (m *machine) callback(x Backend, service string, d timerqueue.Domain, plan firePlan, f *firing) cowstate.FireFunc {
+func (m *machine) callback(x Backend, service string, d timerqueue.Domain, plan firePlan, f *firing) contract.FireFunc {
 	chain := plan.Chain
 	return func(key, ns string, ts int64) error {
 		i := len(f.fired)

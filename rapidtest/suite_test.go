@@ -4,7 +4,7 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/rapidtest"
 )
 
@@ -29,7 +29,7 @@ func newModel(cfg rapidtest.Config) rapidtest.Backend {
 }
 
 func newCowstate(cfg rapidtest.Config) rapidtest.Backend {
-	b, err := cowstate.New(cfg)
+	b, err := contract.New(cfg)
 	if err != nil {
 		panic(err)
 	}
