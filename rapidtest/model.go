@@ -3,7 +3,7 @@ package rapidtest
 import (
 	"cmp"
 	"context"
-	"encoding/json"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -452,7 +452,7 @@ func (v *modelView) TimerEntries(service string, d timerqueue.Domain) ([]timer, 
 
 func (v *modelView) Release() { v.released.Store(true) }
 
-// modelFile is the model's snapshot format: JSON of this.
+// modelFile is the model's snapshot format: gob of this (gob keeps any bytes of a string, JSON does not).
 type modelFile struct {
 	MaxParallelism int
 	States         map[string][]contract.Entry
@@ -471,7 +471,7 @@ func (v *modelView) WriteSnapshot(ctx context.Context, w io.Writer) error {
 	for id, ts := range v.timers {
 		f.Timers = append(f.Timers, fileTimers{id.service, id.d, ts})
 	}
-	return json.NewEncoder(w).Encode(f)
+	return gob.NewEncoder(w).Encode(f)
 }
 
 // RestoreSnapshot reads what a modelView wrote and keeps the entries and
@@ -479,7 +479,7 @@ func (v *modelView) WriteSnapshot(ctx context.Context, w io.Writer) error {
 // be registered.
 func (m *Model) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) error {
 	var f modelFile
-	if err := json.NewDecoder(io.NewSectionReader(r, 0, size)).Decode(&f); err != nil {
+	if err := gob.NewDecoder(io.NewSectionReader(r, 0, size)).Decode(&f); err != nil {
 		return fmt.Errorf("%w: snapshot: %w", snapshot.ErrCorrupt, err)
 	}
 	if f.MaxParallelism != m.maxPar {
