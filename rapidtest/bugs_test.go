@@ -146,7 +146,9 @@ func (l lostDelete) ClearState(state, key, ns string) error {
 // releaseAll: releasing one view releases every live view.
 type releaseAll struct{ countsViews }
 
-func (r releaseAll) Capture() contract.View { return &releasesAll{r.countsViews.Capture().(*countedView)} }
+func (r releaseAll) Capture() contract.View {
+	return &releasesAll{r.countsViews.Capture().(*countedView)}
+}
 
 type releasesAll struct{ *countedView }
 
