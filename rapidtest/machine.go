@@ -170,7 +170,7 @@ func (m *machine) fatalf(t *rapid.T, format string, args ...any) {
 // in Outcome.Shrunk).
 func (m *machine) note(t *rapid.T, format string, args ...any) {
 	t.Helper()
-	line := fmt.Sprintf("step %d: ", m.step) + fmt.Sprintf(format, args...)
+	line := fmt.Sprintf("step %d: ", m.step) + cut(fmt.Sprintf(format, args...))
 	t.Log(line)
 	if m.opts.hooks != nil {
 		m.opts.hooks.op(line)

@@ -17,7 +17,8 @@ import (
 var weights = map[string]int{
 	"Put":                  2,
 	"Add":                  2,
-	"PutMapEntry":          2,
+	"PutMapEntry":          3,
+	"RemoveMapEntry":       2,
 	"MergeNamespaces":      3,
 	"AddToWindows":         3,
 	"RegisterTimer":        2,
@@ -154,19 +155,20 @@ func (m *machine) updateList(t *rapid.T) {
 	m.same(t, fmt.Sprintf("UpdateList(%q, %q, %q, %q)", s, k, ns, es), nil, nil, m.b.UpdateList(s, k, ns, es), m.m.UpdateList(s, k, ns, es))
 }
 
-// userKey draws a user key of the map of (key, ns): one it holds, or any.
-func (m *machine) userKey(t *rapid.T, s, k, ns string) (string, string, bool) {
-	var held map[string]string
+// userKey draws a user key of the map of (key, ns): one it holds (in
+// held of three draws, if it holds any), or any; and its value.
+func (m *machine) userKey(t *rapid.T, s, k, ns string, held int) (string, string, bool) {
+	var mp map[string]string
 	if es, err := m.m.StateEntries(s); err == nil {
 		for _, e := range es {
 			if e.Key == k && e.Namespace == ns {
-				held = e.Map
+				mp = e.Map
 			}
 		}
 	}
-	if len(held) > 0 && rapid.IntRange(0, 2).Draw(t, "heldUserKey") > 0 {
-		uk := rapid.SampledFrom(slices.Sorted(maps.Keys(held))).Draw(t, "userKey")
-		return uk, held[uk], true
+	if len(mp) > 0 && rapid.IntRange(0, 2).Draw(t, "heldUserKey") < held {
+		uk := rapid.SampledFrom(slices.Sorted(maps.Keys(mp))).Draw(t, "userKey")
+		return uk, mp[uk], true
 	}
 	return bytesGen().Draw(t, "userKey"), "", false
 }
@@ -174,8 +176,11 @@ func (m *machine) userKey(t *rapid.T, s, k, ns string) (string, string, bool) {
 func (m *machine) putMapEntry(t *rapid.T) {
 	s := state(t, "map")
 	k, ns := m.addr(t, s)
-	uk, uv, ok := m.userKey(t, s, k, ns)
-	if !ok || rapid.Bool().Draw(t, "otherValue") {
+	uk, uv, ok := m.userKey(t, s, k, ns, 1)
+	switch {
+	case !ok:
+		uv = value(t, "userValue")
+	case rapid.Bool().Draw(t, "otherValue"):
 		uv = other(t, uv)
 	}
 	m.same(t, fmt.Sprintf("PutMapEntry(%q, %q, %q, %q, %q)", s, k, ns, uk, uv), nil, nil,
@@ -185,7 +190,7 @@ func (m *machine) putMapEntry(t *rapid.T) {
 func (m *machine) getMapEntry(t *rapid.T) {
 	s := state(t, "map")
 	k, ns := m.addr(t, s)
-	uk, _, _ := m.userKey(t, s, k, ns)
+	uk, _, _ := m.userKey(t, s, k, ns, 2)
 	gv, gok, gerr := m.b.GetMapEntry(s, k, ns, uk)
 	wv, wok, werr := m.m.GetMapEntry(s, k, ns, uk)
 	m.same(t, fmt.Sprintf("GetMapEntry(%q, %q, %q, %q)", s, k, ns, uk), []any{gv, gok}, []any{wv, wok}, gerr, werr)
@@ -194,7 +199,7 @@ func (m *machine) getMapEntry(t *rapid.T) {
 func (m *machine) removeMapEntry(t *rapid.T) {
 	s := state(t, "map")
 	k, ns := m.addr(t, s)
-	uk, _, _ := m.userKey(t, s, k, ns)
+	uk, _, _ := m.userKey(t, s, k, ns, 2)
 	m.same(t, fmt.Sprintf("RemoveMapEntry(%q, %q, %q, %q)", s, k, ns, uk), nil, nil,
 		m.b.RemoveMapEntry(s, k, ns, uk), m.m.RemoveMapEntry(s, k, ns, uk))
 }
