@@ -51,8 +51,8 @@
 //
 // A machine runs -rapid.checks test cases (default 100; 20 with -short)
 // of up to Options.Steps operations (default 100; 50 with -short, a third
-// of that on average). Against cowstate's Backend, Run takes about 4
-// seconds, 15 under the race detector (Intel Xeon VM, 2 cores).
+// of that on average). Against cowstate's Backend, Run takes about 6
+// CPU-seconds, 35 under the race detector (AMD EPYC VM, 2 shared cores).
 // Options.Groups selects operation groups (a backend without timers
 // leaves out GroupTimers), Options.Keys and Options.Namespaces the pool
 // sizes, Options.Duration longer runs, Options.NewRestoreTarget the
