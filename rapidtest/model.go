@@ -3,7 +3,7 @@ package rapidtest
 import (
 	"cmp"
 	"context"
-	"encoding/json"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
 
-// Model is the reference implementation of cowstate.Contract: the
+// Model is the reference implementation of contract.Backend: the
 // executable specification that Run compares every backend with. It is a
 // map of entries per state and a set of timers per service and domain,
 // deep-copied at every Capture, with no cleverness anywhere: where the
@@ -34,9 +35,10 @@ import (
 //     deletes are seen at once.
 //   - Lists keep insertion order; MergeNamespaces appends the sources'
 //     lists after the target's, in the order of the sources given.
-//   - A reducing state folds with cowstate.ContractReduce (concatenation),
-//     an aggregating state with cowstate.ContractAggregate; merges fold the
-//     sources in order into the target's value.
+//   - A reducing state folds with contract.Reduce, an aggregating state
+//     with contract.Aggregate (the model stores the accumulator and hands
+//     out its Result); merges fold the sources in order into the target's
+//     value or accumulator.
 //   - Empty is absent: no value state holds "", no list or map is empty.
 //
 // Like a Backend, a Model has one writer goroutine; its Views are
@@ -47,11 +49,11 @@ type Model struct {
 	clock    func() int64
 	kinds    map[string]statetable.Kind
 	services map[string]bool
-	entries  map[string]map[addr]cowstate.Entry // state -> (key, ns) -> entry
+	entries  map[string]map[addr]contract.Entry // state -> (key, ns) -> entry
 	timers   map[queueID]map[timer]bool
 }
 
-var _ cowstate.Contract = (*Model)(nil)
+var _ contract.Backend = (*Model)(nil)
 
 type (
 	addr    struct{ key, ns string }
@@ -59,7 +61,7 @@ type (
 		service string
 		d       timerqueue.Domain
 	}
-	timer = cowstate.Timer[string, string]
+	timer = contract.Timer
 )
 
 // errModel wraps the errors of the model that have no sentinel elsewhere.
@@ -86,7 +88,7 @@ func NewModel(cfg Config) (*Model, error) {
 		clock = func() int64 { return time.Now().UnixMilli() }
 	}
 	return &Model{maxPar: maxPar, owned: owned, clock: clock, kinds: map[string]statetable.Kind{},
-		services: map[string]bool{}, entries: map[string]map[addr]cowstate.Entry{}, timers: map[queueID]map[timer]bool{}}, nil
+		services: map[string]bool{}, entries: map[string]map[addr]contract.Entry{}, timers: map[queueID]map[timer]bool{}}, nil
 }
 
 func (m *Model) MaxParallelism() int                 { return m.maxPar }
@@ -113,7 +115,7 @@ func (m *Model) RegisterState(name string, kind statetable.Kind) error {
 	}
 	if _, ok := m.kinds[name]; !ok {
 		m.kinds[name] = kind
-		m.entries[name] = map[addr]cowstate.Entry{}
+		m.entries[name] = map[addr]contract.Entry{}
 	}
 	return nil
 }
@@ -129,13 +131,13 @@ func (m *Model) RegisterTimerService(name string) error {
 
 // state returns the entries of a state of one of kinds, after checking that
 // the key is owned.
-func (m *Model) state(name, key string, kinds ...statetable.Kind) (map[addr]cowstate.Entry, statetable.Kind, error) {
+func (m *Model) state(name, key string, kinds ...statetable.Kind) (map[addr]contract.Entry, statetable.Kind, error) {
 	kind, ok := m.kinds[name]
 	if !ok {
 		return nil, 0, fmt.Errorf("%w %q", statetable.ErrUnknownState, name)
 	}
 	if len(kinds) > 0 && !slices.Contains(kinds, kind) {
-		return nil, 0, fmt.Errorf("%w: %q is a %v state", cowstate.ErrKind, name, kind)
+		return nil, 0, fmt.Errorf("%w: %q is a %v state", contract.ErrKind, name, kind)
 	}
 	if err := m.own(key); err != nil {
 		return nil, 0, err
@@ -151,7 +153,7 @@ func (m *Model) Put(state, key, ns, value string) error {
 	if value == "" {
 		delete(es, addr{key, ns})
 	} else {
-		es[addr{key, ns}] = cowstate.Entry{Key: key, Namespace: ns, Value: value}
+		es[addr{key, ns}] = contract.Entry{Key: key, Namespace: ns, Value: value}
 	}
 	return nil
 }
@@ -162,7 +164,19 @@ func (m *Model) Get(state, key, ns string) (string, bool, error) {
 		return "", false, err
 	}
 	e, ok := es[addr{key, ns}]
-	return e.Value, ok, nil
+	if !ok {
+		return "", false, nil
+	}
+	return result(m.kinds[state], e).Value, true, nil
+}
+
+// result is what a reader sees of an entry: for an aggregating state, the
+// Result of the accumulator the model stores in Value.
+func result(kind statetable.Kind, e contract.Entry) contract.Entry {
+	if kind == statetable.KindAggregating {
+		e.Value = contract.Aggregate{}.Result(e.Value)
+	}
+	return e
 }
 
 func (m *Model) Add(state, key, ns, v string) error {
@@ -176,11 +190,13 @@ func (m *Model) Add(state, key, ns, v string) error {
 	case kind == statetable.KindList:
 		e.List = append(slices.Clone(e.List), v)
 	case kind == statetable.KindReducing && ok:
-		e.Value = cowstate.ContractReduce(e.Value, v)
+		e.Value = contract.Reduce(e.Value, v)
 	case kind == statetable.KindReducing:
 		e.Value = v
-	default: // aggregating; a missing accumulator is CreateAccumulator's
-		e.Value = cowstate.ContractAggregate{}.Add(v, e.Value)
+	case ok: // aggregating: Value is the accumulator
+		e.Value = contract.Aggregate{}.Add(v, e.Value)
+	default:
+		e.Value = contract.Aggregate{}.Add(v, contract.Aggregate{}.CreateAccumulator())
 	}
 	es[addr{key, ns}] = e
 	return nil
@@ -202,7 +218,7 @@ func (m *Model) UpdateList(state, key, ns string, elems []string) error {
 	if len(elems) == 0 {
 		delete(es, addr{key, ns})
 	} else {
-		es[addr{key, ns}] = cowstate.Entry{Key: key, Namespace: ns, List: slices.Clone(elems)}
+		es[addr{key, ns}] = contract.Entry{Key: key, Namespace: ns, List: slices.Clone(elems)}
 	}
 	return nil
 }
@@ -277,9 +293,9 @@ func (m *Model) MergeNamespaces(state, key, target string, sources []string) err
 		case kind == statetable.KindList:
 			acc.List = append(slices.Clone(acc.List), e.List...)
 		case kind == statetable.KindReducing:
-			acc.Value = cowstate.ContractReduce(acc.Value, e.Value)
+			acc.Value = contract.Reduce(acc.Value, e.Value)
 		default:
-			acc.Value = cowstate.ContractAggregate{}.Merge(acc.Value, e.Value)
+			acc.Value = contract.Aggregate{}.Merge(acc.Value, e.Value)
 		}
 	}
 	if have {
@@ -292,7 +308,7 @@ func (m *Model) MergeNamespaces(state, key, target string, sources []string) err
 func (m *Model) queue(service string, d timerqueue.Domain) (map[timer]bool, error) {
 	q, ok := m.timers[queueID{service, d}]
 	if !ok {
-		return nil, fmt.Errorf("%w: no timer service %q (domain %d)", cowstate.ErrTimerService, service, d)
+		return nil, fmt.Errorf("%w: no timer service %q (domain %d)", contract.ErrUnknownTimerService, service, d)
 	}
 	return q, nil
 }
@@ -330,15 +346,15 @@ func compareTimers(a, b timer) int {
 	return cmp.Or(cmp.Compare(a.Timestamp, b.Timestamp), strings.Compare(a.Key, b.Key), strings.Compare(a.Namespace, b.Namespace))
 }
 
-func (m *Model) AdvanceWatermark(service string, wm int64, fire cowstate.FireFunc) (int, error) {
+func (m *Model) AdvanceWatermark(service string, wm int64, fire contract.FireFunc) (int, error) {
 	return m.advance(service, timerqueue.EventTime, wm, fire)
 }
 
-func (m *Model) AdvanceProcessingTime(service string, fire cowstate.FireFunc) (int, error) {
+func (m *Model) AdvanceProcessingTime(service string, fire contract.FireFunc) (int, error) {
 	return m.advance(service, timerqueue.ProcessingTime, m.clock(), fire)
 }
 
-func (m *Model) advance(service string, d timerqueue.Domain, upTo int64, fire cowstate.FireFunc) (int, error) {
+func (m *Model) advance(service string, d timerqueue.Domain, upTo int64, fire contract.FireFunc) (int, error) {
 	q, err := m.queue(service, d)
 	if err != nil {
 		return 0, err
@@ -357,12 +373,16 @@ func (m *Model) advance(service string, d timerqueue.Domain, upTo int64, fire co
 	}
 }
 
-func (m *Model) StateEntries(state string) ([]cowstate.Entry, error) {
+func (m *Model) StateEntries(state string) ([]contract.Entry, error) {
 	es, ok := m.entries[state]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", statetable.ErrUnknownState, state)
 	}
-	return slices.Collect(maps.Values(es)), nil
+	out := make([]contract.Entry, 0, len(es))
+	for _, e := range es {
+		out = append(out, result(m.kinds[state], cloneEntry(e)))
+	}
+	return out, nil
 }
 
 func (m *Model) TimerEntries(service string, d timerqueue.Domain) ([]timer, error) {
@@ -374,10 +394,10 @@ func (m *Model) TimerEntries(service string, d timerqueue.Domain) ([]timer, erro
 }
 
 // Capture returns a deep copy of the model. O(size).
-func (m *Model) Capture() cowstate.View {
-	v := &modelView{maxPar: m.maxPar, entries: map[string][]cowstate.Entry{}, timers: map[queueID][]timer{}}
+func (m *Model) Capture() contract.View {
+	v := &modelView{maxPar: m.maxPar, kinds: maps.Clone(m.kinds), entries: map[string][]contract.Entry{}, timers: map[queueID][]timer{}}
 	for name, es := range m.entries {
-		v.entries[name] = []cowstate.Entry{}
+		v.entries[name] = []contract.Entry{}
 		for _, e := range es {
 			v.entries[name] = append(v.entries[name], cloneEntry(e))
 		}
@@ -388,7 +408,7 @@ func (m *Model) Capture() cowstate.View {
 	return v
 }
 
-func cloneEntry(e cowstate.Entry) cowstate.Entry {
+func cloneEntry(e contract.Entry) contract.Entry {
 	e.List, e.Map = slices.Clone(e.List), maps.Clone(e.Map)
 	return e
 }
@@ -396,7 +416,8 @@ func cloneEntry(e cowstate.Entry) cowstate.Entry {
 // modelView is a frozen deep copy; nothing writes it after Capture.
 type modelView struct {
 	maxPar   int
-	entries  map[string][]cowstate.Entry
+	kinds    map[string]statetable.Kind
+	entries  map[string][]contract.Entry
 	timers   map[queueID][]timer
 	released atomic.Bool
 }
@@ -407,15 +428,15 @@ func (v *modelView) live() {
 	}
 }
 
-func (v *modelView) StateEntries(state string) ([]cowstate.Entry, error) {
+func (v *modelView) StateEntries(state string) ([]contract.Entry, error) {
 	v.live()
 	es, ok := v.entries[state]
 	if !ok {
 		return nil, fmt.Errorf("%w %q in the view", statetable.ErrUnknownState, state)
 	}
-	out := make([]cowstate.Entry, len(es))
+	out := make([]contract.Entry, len(es))
 	for i, e := range es {
-		out[i] = cloneEntry(e)
+		out[i] = result(v.kinds[state], cloneEntry(e))
 	}
 	return out, nil
 }
@@ -424,17 +445,17 @@ func (v *modelView) TimerEntries(service string, d timerqueue.Domain) ([]timer, 
 	v.live()
 	ts, ok := v.timers[queueID{service, d}]
 	if !ok {
-		return nil, fmt.Errorf("%w: no timer service %q in the view", cowstate.ErrTimerService, service)
+		return nil, fmt.Errorf("%w: no timer service %q in the view", contract.ErrUnknownTimerService, service)
 	}
 	return slices.Clone(ts), nil
 }
 
 func (v *modelView) Release() { v.released.Store(true) }
 
-// modelFile is the model's snapshot format: JSON of this.
+// modelFile is the model's snapshot format: gob of this (gob keeps any bytes of a string, JSON does not).
 type modelFile struct {
 	MaxParallelism int
-	States         map[string][]cowstate.Entry
+	States         map[string][]contract.Entry
 	Timers         []fileTimers
 }
 
@@ -450,7 +471,7 @@ func (v *modelView) WriteSnapshot(ctx context.Context, w io.Writer) error {
 	for id, ts := range v.timers {
 		f.Timers = append(f.Timers, fileTimers{id.service, id.d, ts})
 	}
-	return json.NewEncoder(w).Encode(f)
+	return gob.NewEncoder(w).Encode(f)
 }
 
 // RestoreSnapshot reads what a modelView wrote and keeps the entries and
@@ -458,7 +479,7 @@ func (v *modelView) WriteSnapshot(ctx context.Context, w io.Writer) error {
 // be registered.
 func (m *Model) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) error {
 	var f modelFile
-	if err := json.NewDecoder(io.NewSectionReader(r, 0, size)).Decode(&f); err != nil {
+	if err := gob.NewDecoder(io.NewSectionReader(r, 0, size)).Decode(&f); err != nil {
 		return fmt.Errorf("%w: snapshot: %w", snapshot.ErrCorrupt, err)
 	}
 	if f.MaxParallelism != m.maxPar {

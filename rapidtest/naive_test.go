@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/rapidtest"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
@@ -29,7 +29,7 @@ type naive struct {
 	clock  func() int64
 	kinds  map[string]statetable.Kind
 	cells  map[string]naiveCell
-	timers map[string][]cowstate.Timer[string, string] // "service|domain" -> sorted
+	timers map[string][]contract.Timer // "service|domain" -> sorted
 }
 
 type naiveCell struct {
@@ -41,14 +41,14 @@ type naiveCell struct {
 
 var (
 	_ rapidtest.Backend = (*naive)(nil)
-	_ cowstate.View     = (*naiveImage)(nil)
+	_ contract.View     = (*naiveImage)(nil)
 )
 
 var errNaive = errors.New("naive backend")
 
 func newNaive(cfg rapidtest.Config) rapidtest.Backend {
 	n := &naive{maxPar: cfg.MaxParallelism, clock: cfg.Clock, kinds: map[string]statetable.Kind{},
-		cells: map[string]naiveCell{}, timers: map[string][]cowstate.Timer[string, string]{}}
+		cells: map[string]naiveCell{}, timers: map[string][]contract.Timer{}}
 	n.owned = statetable.AllKeyGroups(n.maxPar)
 	if cfg.KeyGroups != nil {
 		n.owned = *cfg.KeyGroups
@@ -110,7 +110,19 @@ func (n *naive) Get(state, key, ns string) (string, bool, error) {
 		return "", false, err
 	}
 	c, ok := n.cells[cellID(state, key, ns)]
-	return c.Value, ok, nil
+	if !ok {
+		return "", false, nil
+	}
+	return naiveResult(n.kinds[state], c.Value), true, nil
+}
+
+// naiveResult is what a reader sees of a cell's Value: the aggregate's
+// Result of the accumulator for an aggregating state.
+func naiveResult(kind statetable.Kind, v string) string {
+	if kind == statetable.KindAggregating {
+		return contract.Aggregate{}.Result(v)
+	}
+	return v
 }
 
 func (n *naive) Add(state, key, ns, v string) error {
@@ -125,11 +137,14 @@ func (n *naive) Add(state, key, ns, v string) error {
 		c.List = append(slices.Clip(c.List), v)
 	case statetable.KindReducing:
 		if ok {
-			v = c.Value + v
+			v = contract.Reduce(c.Value, v)
 		}
 		c.Value = v
 	default:
-		c.Value += v + ";"
+		if !ok {
+			c.Value = contract.Aggregate{}.CreateAccumulator()
+		}
+		c.Value = contract.Aggregate{}.Add(v, c.Value)
 	}
 	n.cells[id] = c
 	return nil
@@ -217,16 +232,16 @@ func (n *naive) MergeNamespaces(state, key, target string, sources []string) err
 		case statetable.KindList:
 			t.List = append(slices.Clip(t.List), s.List...)
 		case statetable.KindReducing:
-			t.Value += s.Value
+			t.Value = contract.Reduce(t.Value, s.Value)
 		default:
-			t.Value += "|" + s.Value
+			t.Value = contract.Aggregate{}.Merge(t.Value, s.Value)
 		}
 		n.cells[cellID(state, key, target)] = t
 	}
 	return nil
 }
 
-func compareTimer(a, b cowstate.Timer[string, string]) int {
+func compareTimer(a, b contract.Timer) int {
 	if a.Timestamp != b.Timestamp {
 		if a.Timestamp < b.Timestamp {
 			return -1
@@ -239,7 +254,7 @@ func compareTimer(a, b cowstate.Timer[string, string]) int {
 	return strings.Compare(a.Namespace, b.Namespace)
 }
 
-func (n *naive) queue(service string, d timerqueue.Domain, key string) ([]cowstate.Timer[string, string], error) {
+func (n *naive) queue(service string, d timerqueue.Domain, key string) ([]contract.Timer, error) {
 	q, ok := n.timers[timersID(service, d)]
 	if !ok {
 		return nil, fmt.Errorf("%w: no timer service %q", errNaive, service)
@@ -255,7 +270,7 @@ func (n *naive) RegisterTimer(service string, d timerqueue.Domain, key, ns strin
 	if err != nil {
 		return false, err
 	}
-	t := cowstate.Timer[string, string]{Timestamp: ts, Key: key, Namespace: ns}
+	t := contract.Timer{Timestamp: ts, Key: key, Namespace: ns}
 	i, found := slices.BinarySearchFunc(q, t, compareTimer)
 	if !found {
 		n.timers[timersID(service, d)] = slices.Insert(slices.Clip(q), i, t)
@@ -268,14 +283,14 @@ func (n *naive) DeleteTimer(service string, d timerqueue.Domain, key, ns string,
 	if err != nil {
 		return false, err
 	}
-	i, found := slices.BinarySearchFunc(q, cowstate.Timer[string, string]{Timestamp: ts, Key: key, Namespace: ns}, compareTimer)
+	i, found := slices.BinarySearchFunc(q, contract.Timer{Timestamp: ts, Key: key, Namespace: ns}, compareTimer)
 	if found {
 		n.timers[timersID(service, d)] = slices.Delete(slices.Clone(q), i, i+1)
 	}
 	return found, nil
 }
 
-func (n *naive) advance(service string, d timerqueue.Domain, upTo int64, fire cowstate.FireFunc) (int, error) {
+func (n *naive) advance(service string, d timerqueue.Domain, upTo int64, fire contract.FireFunc) (int, error) {
 	id := timersID(service, d)
 	if _, ok := n.timers[id]; !ok {
 		return 0, fmt.Errorf("%w: no timer service %q", errNaive, service)
@@ -293,32 +308,32 @@ func (n *naive) advance(service string, d timerqueue.Domain, upTo int64, fire co
 	return fired, nil
 }
 
-func (n *naive) AdvanceWatermark(service string, wm int64, fire cowstate.FireFunc) (int, error) {
+func (n *naive) AdvanceWatermark(service string, wm int64, fire contract.FireFunc) (int, error) {
 	return n.advance(service, timerqueue.EventTime, wm, fire)
 }
 
-func (n *naive) AdvanceProcessingTime(service string, fire cowstate.FireFunc) (int, error) {
+func (n *naive) AdvanceProcessingTime(service string, fire contract.FireFunc) (int, error) {
 	return n.advance(service, timerqueue.ProcessingTime, n.clock(), fire)
 }
 
-func (n *naive) StateEntries(state string) ([]cowstate.Entry, error) {
+func (n *naive) StateEntries(state string) ([]contract.Entry, error) {
 	if _, ok := n.kinds[state]; !ok {
 		return nil, errNaive
 	}
-	return naiveEntries(n.cells, state), nil
+	return naiveEntries(n.cells, state, n.kinds[state]), nil
 }
 
-func naiveEntries(cells map[string]naiveCell, state string) []cowstate.Entry {
-	var out []cowstate.Entry
+func naiveEntries(cells map[string]naiveCell, state string, kind statetable.Kind) []contract.Entry {
+	var out []contract.Entry
 	for _, c := range cells {
 		if c.State == state {
-			out = append(out, cowstate.Entry{Key: c.Key, Namespace: c.NS, Value: c.Value, List: slices.Clone(c.List), Map: maps.Clone(c.Map)})
+			out = append(out, contract.Entry{Key: c.Key, Namespace: c.NS, Value: naiveResult(kind, c.Value), List: slices.Clone(c.List), Map: maps.Clone(c.Map)})
 		}
 	}
 	return out
 }
 
-func (n *naive) TimerEntries(service string, d timerqueue.Domain) ([]cowstate.Timer[string, string], error) {
+func (n *naive) TimerEntries(service string, d timerqueue.Domain) ([]contract.Timer, error) {
 	q, ok := n.timers[timersID(service, d)]
 	if !ok {
 		return nil, errNaive
@@ -331,11 +346,11 @@ type naiveImage struct {
 	MaxPar int
 	Kinds  map[string]statetable.Kind
 	Cells  map[string]naiveCell
-	Timers map[string][]cowstate.Timer[string, string]
+	Timers map[string][]contract.Timer
 }
 
-func (n *naive) Capture() cowstate.View {
-	img := &naiveImage{MaxPar: n.maxPar, Kinds: maps.Clone(n.kinds), Cells: map[string]naiveCell{}, Timers: map[string][]cowstate.Timer[string, string]{}}
+func (n *naive) Capture() contract.View {
+	img := &naiveImage{MaxPar: n.maxPar, Kinds: maps.Clone(n.kinds), Cells: map[string]naiveCell{}, Timers: map[string][]contract.Timer{}}
 	for id, c := range n.cells {
 		c.List, c.Map = slices.Clone(c.List), maps.Clone(c.Map)
 		img.Cells[id] = c
@@ -346,14 +361,14 @@ func (n *naive) Capture() cowstate.View {
 	return img
 }
 
-func (img *naiveImage) StateEntries(state string) ([]cowstate.Entry, error) {
+func (img *naiveImage) StateEntries(state string) ([]contract.Entry, error) {
 	if _, ok := img.Kinds[state]; !ok {
 		return nil, errNaive
 	}
-	return naiveEntries(img.Cells, state), nil
+	return naiveEntries(img.Cells, state, img.Kinds[state]), nil
 }
 
-func (img *naiveImage) TimerEntries(service string, d timerqueue.Domain) ([]cowstate.Timer[string, string], error) {
+func (img *naiveImage) TimerEntries(service string, d timerqueue.Domain) ([]contract.Timer, error) {
 	q, ok := img.Timers[timersID(service, d)]
 	if !ok {
 		return nil, errNaive

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/rapidtest"
 )
 
@@ -12,7 +12,7 @@ import (
 // go test ./rapidtest/ -run Cowstate -args -rapidtest.long=10m -rapidtest.keys=50 -rapidtest.steps=400
 var (
 	long  = flag.Duration("rapidtest.long", 0, "run each machine of the suite for this long")
-	keys  = flag.Int("rapidtest.keys", 0, "number of distinct keys (0: the suite's default)")
+	keys  = flag.Int("rapidtest.keys", 0, "size of a test case's pool of keys (0: the suite's default)")
 	steps = flag.Int("rapidtest.steps", 0, "most operations per test case (0: the suite's default)")
 )
 
@@ -29,7 +29,7 @@ func newModel(cfg rapidtest.Config) rapidtest.Backend {
 }
 
 func newCowstate(cfg rapidtest.Config) rapidtest.Backend {
-	b, err := cowstate.New(cfg)
+	b, err := contract.New(cfg)
 	if err != nil {
 		panic(err)
 	}

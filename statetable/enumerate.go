@@ -78,3 +78,51 @@ func mustDecode[T any](c Codec[T], b string, info StateInfo) T {
 	}
 	return v
 }
+
+// PairsAt returns the (key, namespace) pairs that have state in snap, in
+// entry-hash order: by key group, then key hash, then namespace hash, so
+// the same logical state yields the same sequence whatever history built
+// it. Read each pair's content with GetAt (or IterateAt). An error if snap
+// does not hold the state (registered after it was taken). Cost: O(entries
+// of the state) for a whole iteration, one key and namespace decoding per
+// pair, nothing allocated up front; stopping early costs what was read.
+// Any goroutine, concurrently with the writer, while snap is live.
+func (c *cells[K, N, C]) PairsAt(snap *Snapshot) (iter.Seq2[K, N], error) {
+	view, err := viewOf[C](snap, c.info)
+	if err != nil {
+		return nil, err
+	}
+	return func(yield func(K, N) bool) {
+		view.all(func(_ uint64, ck string, _ C) bool {
+			kb, nb, err := splitComposite(ck)
+			if err != nil {
+				panic("statetable: BUG: " + err.Error())
+			}
+			return yield(mustDecode(c.kc, kb, c.info), mustDecode(c.nc, nb, c.info))
+		})
+	}, nil
+}
+
+// KeysAt returns the keys that have state in namespace ns in snap, in
+// entry-hash order (see PairsAt). Cost: O(entries of the state, every
+// namespace) for a whole iteration, one key decoding per key yielded. Any
+// goroutine while snap is live.
+func (c *cells[K, N, C]) KeysAt(snap *Snapshot, ns N) (iter.Seq[K], error) {
+	if c.nillable && isNil(ns) {
+		return nil, fmt.Errorf("%w: state %q", ErrNilNamespace, c.info.Name)
+	}
+	view, err := viewOf[C](snap, c.info)
+	if err != nil {
+		return nil, err
+	}
+	want := string(c.nc.Append(nil, ns))
+	return func(yield func(K) bool) {
+		view.all(func(_ uint64, ck string, _ C) bool {
+			kb, nb, err := splitComposite(ck)
+			if err != nil {
+				panic("statetable: BUG: " + err.Error())
+			}
+			return nb != want || yield(mustDecode(c.kc, kb, c.info))
+		})
+	}, nil
+}

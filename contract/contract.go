@@ -1,42 +1,38 @@
-package cowstate
+package contract
 
 import (
 	"context"
 	"errors"
 	"io"
 
+	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
 
-// Contract is what a keyed-state and timer backend does, at the level of
-// bytes: states are addressed by name, and keys, namespaces, values, list
-// elements and user-map keys and values are strings (encoded bytes). It is
-// small enough for another backend (on disk, remote, in another engine) to
-// implement, so that package rapidtest can run it side by side with its
-// reference model, rapidtest.Model, which is the executable specification
-// of every method below. *Backend satisfies it.
+// Backend is what a keyed-state and timer backend does, at the level of
+// bytes. rapidtest.Model is the executable specification of every method
+// below; rapidtest.Run compares a Backend with it.
 //
 // Kinds. A state is registered by name and kind (statetable.KindValue,
 // KindList, KindMap, KindReducing, KindAggregating). Reducing and
-// aggregating states use fixed functions, so that a run is reproducible and
-// merge order is observable: ContractReduce and ContractAggregate.
+// aggregating states use the fixed functions Reduce and Aggregate.
 //
 // Absence. An entry is a (key, namespace) that has state. Empty is absent:
 // a value state has no empty value (Put of "" clears it, like Flink's
 // update(null)), a list or map that becomes empty is cleared. A reducing
-// or aggregating state may hold "".
+// state may hold "" (the first value added, if it is "").
 //
-// Errors. An operation on an unregistered state or timer service, an
-// operation that does not apply to the state's kind (ErrKind), and a key of
-// a key group the backend does not own (statetable.ErrKeyGroupNotOwned) are
-// errors, and change nothing. The suite compares only whether an error
-// occurred, not which.
+// Errors. An operation on an unregistered state (statetable.ErrUnknownState)
+// or timer service (ErrUnknownTimerService), an operation that does not
+// apply to the state's kind (ErrKind), and a key of a key group the backend
+// does not own (statetable.ErrKeyGroupNotOwned) are errors, and change
+// nothing. The suite compares only whether an error occurred, not which.
 //
-// Concurrency: single writer, like Backend. Every method of a Contract
-// belongs to one goroutine, and fire callbacks run on it; a View may be read,
-// written and released from any goroutine.
-type Contract interface {
+// Concurrency: single writer. Every method belongs to one goroutine, and
+// fire callbacks run on it; a View may be read, written and released from
+// any goroutine.
+type Backend interface {
 	EntryReader
 
 	// MaxParallelism returns the number of key groups; the key group of a
@@ -55,11 +51,13 @@ type Contract interface {
 	// Put sets the value of (key, ns) in a value state; "" clears it.
 	Put(state, key, ns, value string) error
 	// Get returns the value of (key, ns) in a value, reducing or aggregating
-	// state (for aggregating state, ContractAggregate's result) and whether
-	// there is one.
+	// state (for aggregating state, Aggregate.Result of the accumulator) and
+	// whether there is one.
 	Get(state, key, ns string) (string, bool, error)
-	// Add appends to a list state, or folds into a reducing or aggregating
-	// state (v itself, or the accumulator "" with v added, if there is none).
+	// Add appends to a list state, or folds into a reducing state
+	// (Reduce(acc, v), or v itself if there is no value yet) or an
+	// aggregating state (Aggregate.Add(v, acc), acc being
+	// Aggregate.CreateAccumulator() if there is none yet).
 	Add(state, key, ns, v string) error
 	// GetList returns the list of (key, ns) in a list state, in order (nil
 	// if there is none).
@@ -78,11 +76,10 @@ type Contract interface {
 	// MergeNamespaces merges, for a list, reducing or aggregating state, the
 	// entries of key in the source namespaces into target and clears the
 	// sources: processed in the order given, each source that has an entry
-	// is folded into the target's (lists: appended; reducing:
-	// ContractReduce(acc, src); aggregating: ContractAggregate.Merge(acc,
-	// src)), or becomes it if the target has none yet. Sources without an
-	// entry, and a source equal to target, are skipped. Value and map
-	// states: ErrKind.
+	// is folded into the target's (lists: appended; reducing: Reduce(acc,
+	// src); aggregating: Aggregate.Merge(acc, src) of the accumulators), or
+	// becomes it if the target has none yet. Sources without an entry, and
+	// a source equal to target, are skipped. Value and map states: ErrKind.
 	MergeNamespaces(state, key, target string, sources []string) error
 
 	// RegisterTimer registers the timer (ts, key, ns) of a service in a time
@@ -121,10 +118,10 @@ type EntryReader interface {
 	StateEntries(state string) ([]Entry, error)
 	// TimerEntries returns every timer of a service in a time domain, in
 	// firing order.
-	TimerEntries(service string, d timerqueue.Domain) ([]Timer[string, string], error)
+	TimerEntries(service string, d timerqueue.Domain) ([]Timer, error)
 }
 
-// View is a captured, immutable version of a Contract. Any goroutine may
+// View is a captured, immutable version of a Backend. Any goroutine may
 // call its methods, concurrently with the backend's writer and with each
 // other, until it is released.
 type View interface {
@@ -138,8 +135,9 @@ type View interface {
 }
 
 // Entry is one (key, namespace) that has state, with its content: Value for
-// value, reducing and aggregating states (the aggregate's result), List for
-// list states, Map for map states.
+// value, reducing and aggregating states (for aggregating states the
+// result, Aggregate.Result of the accumulator), List for list states, Map
+// for map states.
 type Entry struct {
 	Key, Namespace string
 	Value          string
@@ -147,24 +145,46 @@ type Entry struct {
 	Map            map[string]string
 }
 
-// FireFunc is the callback of Contract.AdvanceWatermark and
-// Contract.AdvanceProcessingTime.
+// Timer is one timer: timestamp, key and namespace.
+type Timer = cowstate.Timer[string, string]
+
+// FireFunc is the callback of Backend.AdvanceWatermark and
+// Backend.AdvanceProcessingTime.
 type FireFunc func(key, ns string, ts int64) error
 
-// ErrKind: a Contract operation that does not apply to the state's kind.
-var ErrKind = errors.New("cowstate: operation does not apply to the state's kind")
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrKind: an operation that does not apply to the state's kind, or a
+	// state registered with a kind that is none of the five.
+	ErrKind = errors.New("contract: operation does not apply to the state's kind")
+	// ErrUnknownTimerService: an operation on a timer service that was not
+	// registered (or, on a View, not registered when it was captured).
+	ErrUnknownTimerService = errors.New("contract: timer service not registered")
+)
 
-// ContractReduce is the reduce function of every reducing state of a
-// Contract: concatenation, so that fold and merge order show.
-func ContractReduce(acc, v string) string { return acc + v }
+// Reduce is the reduce function of every reducing state of a contract. Its
+// result shows the order of its operands and an empty accumulator:
+// Reduce("a", "b") is "(a+b)", Reduce("b", "a") is "(b+a)", and
+// Reduce("", "b") is "(+b)", not "b".
+func Reduce(acc, v string) string { return "(" + acc + "+" + v + ")" }
 
-// ContractAggregate is the aggregate function of every aggregating state of
-// a Contract: the accumulator starts empty, Add appends the input and a
-// ";", Merge joins two accumulators with "|", and the result is the
-// accumulator itself.
-type ContractAggregate struct{}
+// Aggregate is the aggregate function of every aggregating state of a
+// contract, each step visible in the result: the accumulator starts as
+// "0", Add folds an input in as Reduce does ("(0+a)"), Merge joins two
+// accumulators in order ("((0+a)|(0+b))"), and the result is the
+// accumulator behind "=", so that a backend that hands out the accumulator
+// instead of the result, forgets the initial accumulator or merges in
+// another order gives another string.
+type Aggregate struct{}
 
-func (ContractAggregate) CreateAccumulator() string { return "" }
-func (ContractAggregate) Add(in, acc string) string { return acc + in + ";" }
-func (ContractAggregate) Result(acc string) string  { return acc }
-func (ContractAggregate) Merge(a, b string) string  { return a + "|" + b }
+// CreateAccumulator returns "0".
+func (Aggregate) CreateAccumulator() string { return "0" }
+
+// Add returns "(acc+in)".
+func (Aggregate) Add(in, acc string) string { return "(" + acc + "+" + in + ")" }
+
+// Result returns "=acc".
+func (Aggregate) Result(acc string) string { return "=" + acc }
+
+// Merge returns "(a|b)".
+func (Aggregate) Merge(a, b string) string { return "(" + a + "|" + b + ")" }
