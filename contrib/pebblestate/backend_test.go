@@ -279,6 +279,14 @@ func TestRestore_Corrupt(t *testing.T) {
 	for n := range len(data) {
 		check(fmt.Sprintf("first %d of %d bytes", n, len(data)), data[:n])
 	}
+	// Committing after every section: a bad byte in a later section is
+	// found after earlier ones were written, which are taken back.
+	defer pebblestate.SetRestoreBatchBytes(1)()
+	for i := len(data) / 2; i < len(data)-24; i += 7 {
+		bad := bytes.Clone(data)
+		bad[i] ^= 0x5a
+		check(fmt.Sprintf("byte %d of %d flipped, committing every section", i, len(data)), bad)
+	}
 }
 
 // FuzzRestoreSnapshot: any bytes restore or fail with an error.

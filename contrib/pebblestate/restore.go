@@ -18,8 +18,9 @@ import (
 	"github.com/cowstate/cowstate/statetable"
 )
 
-// restoreBatchBytes is the size at which a restore commits its batch.
-const restoreBatchBytes = 4 << 20
+// restoreBatchBytes is the size at which a restore commits its batch (a
+// variable for tests).
+var restoreBatchBytes = 4 << 20
 
 // RestoreSnapshot implements cowstate.Contract.RestoreSnapshot: it reads a
 // snapshot WriteSnapshot wrote (format in view.go) and keeps the key groups
@@ -40,7 +41,10 @@ func (b *Backend) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64
 	if err != nil {
 		return err
 	}
-	if err := b.restoreSections(ctx, r, sections); err != nil {
+	if committed, err := b.restoreSections(ctx, r, sections); err != nil {
+		if !committed {
+			return err
+		}
 		// Back to empty: the backend was empty before.
 		lo, hi := kgPrefix(nil, 0), kgPrefix(nil, statetable.MaxParallelismLimit)
 		if derr := b.db.DeleteRange(lo, hi, b.wo); derr != nil {
@@ -140,26 +144,29 @@ func (b *Backend) readIndex(r io.ReaderAt, size int64) ([]sectionEntry, error) {
 	return out, nil
 }
 
-// restoreSections reads, checks and writes the records of the sections.
-func (b *Backend) restoreSections(ctx context.Context, r io.ReaderAt, sections []sectionEntry) error {
+// restoreSections reads, checks and writes the records of the sections,
+// committing a batch whenever it reaches restoreBatchBytes; committed
+// reports whether any batch was committed.
+func (b *Backend) restoreSections(ctx context.Context, r io.ReaderAt, sections []sectionEntry) (committed bool, err error) {
 	batch := b.db.NewBatch()
 	defer func() { batch.Close() }()
 	for _, s := range sections {
 		if err := ctx.Err(); err != nil {
-			return err
+			return committed, err
 		}
 		if err := b.restoreSection(r, s, batch); err != nil {
-			return err
+			return committed, err
 		}
 		if batch.Len() >= restoreBatchBytes {
+			committed = true
 			if err := batch.Commit(b.wo); err != nil {
-				return err
+				return committed, err
 			}
 			batch.Close()
 			batch = b.db.NewBatch()
 		}
 	}
-	return batch.Commit(b.wo)
+	return true, batch.Commit(b.wo)
 }
 
 // restoreSection reads one section, checking every record, and adds its
