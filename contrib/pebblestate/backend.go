@@ -478,41 +478,32 @@ func stateEntries(r pebble.Reader, kgs statetable.KeyGroupRange, state string, k
 	}
 	defer it.Close()
 	var out []cowstate.Entry
-	for kg := kgs.First; kg <= kgs.Last && !kgs.Empty(); kg++ {
-		p := statePrefix(kg, state)
-		for ok := it.SeekGE(p); ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
-			pk, err := parseKey(it.Key())
-			if err != nil || pk.timer || pk.hasUserKey != (kind == statetable.KindMap) {
-				return nil, fmt.Errorf("%w: key %x of state %q: %v", ErrCorrupt, it.Key(), state, err)
+	err = scan(it, kgs, func(kg int) []byte { return statePrefix(kg, state) }, func(k, v []byte) error {
+		pk, err := parseKey(k)
+		if err != nil || pk.timer || pk.hasUserKey != (kind == statetable.KindMap) {
+			return fmt.Errorf("%w: key %x of state %q: %v", ErrCorrupt, k, state, err)
+		}
+		switch kind {
+		case statetable.KindMap:
+			if n := len(out); n > 0 && out[n-1].Key == pk.key && out[n-1].Namespace == pk.ns {
+				out[n-1].Map[pk.userKey] = string(v)
+				return nil
 			}
-			v, err := it.ValueAndErr()
+			out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, Map: map[string]string{pk.userKey: string(v)}})
+		case statetable.KindList:
+			l, err := decodeList(v)
 			if err != nil {
-				return nil, err
+				return fmt.Errorf("%w: list of (%q, %q) in state %q: %w", ErrCorrupt, pk.key, pk.ns, state, err)
 			}
-			switch kind {
-			case statetable.KindMap:
-				if n := len(out); n > 0 && out[n-1].Key == pk.key && out[n-1].Namespace == pk.ns {
-					out[n-1].Map[pk.userKey] = string(v)
-					continue
-				}
-				out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, Map: map[string]string{pk.userKey: string(v)}})
-			case statetable.KindList:
-				l, err := decodeList(v)
-				if err != nil {
-					return nil, fmt.Errorf("%w: list of (%q, %q) in state %q: %w", ErrCorrupt, pk.key, pk.ns, state, err)
-				}
-				out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, List: l})
-			case statetable.KindAggregating:
-				out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, Value: cowstate.ContractAggregate{}.Result(string(v))})
-			default:
-				out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, Value: string(v)})
-			}
+			out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, List: l})
+		case statetable.KindAggregating:
+			out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, Value: cowstate.ContractAggregate{}.Result(string(v))})
+		default:
+			out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, Value: string(v)})
 		}
-		if err := it.Error(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // timerEntries reads every timer of a service in a domain in the key
@@ -524,21 +515,16 @@ func timerEntries(r pebble.Reader, kgs statetable.KeyGroupRange, service string,
 	}
 	defer it.Close()
 	var out []cowstate.Timer[string, string]
-	for kg := kgs.First; kg <= kgs.Last && !kgs.Empty(); kg++ {
-		p := queuePrefix(kg, service, d)
-		for ok := it.SeekGE(p); ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
-			pk, err := parseKey(it.Key())
-			if err != nil || !pk.timer {
-				return nil, fmt.Errorf("%w: timer key %x: %v", ErrCorrupt, it.Key(), err)
-			}
-			out = append(out, cowstate.Timer[string, string]{Timestamp: pk.ts, Key: pk.key, Namespace: pk.ns})
+	err = scan(it, kgs, func(kg int) []byte { return queuePrefix(kg, service, d) }, func(k, _ []byte) error {
+		pk, err := parseKey(k)
+		if err != nil || !pk.timer {
+			return fmt.Errorf("%w: timer key %x: %v", ErrCorrupt, k, err)
 		}
-		if err := it.Error(); err != nil {
-			return nil, err
-		}
-	}
+		out = append(out, cowstate.Timer[string, string]{Timestamp: pk.ts, Key: pk.key, Namespace: pk.ns})
+		return nil
+	})
 	slices.SortFunc(out, compareTimers)
-	return out, nil
+	return out, err
 }
 
 // quietLogger drops Pebble's informational messages (one per WAL found at

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
 
@@ -220,4 +222,37 @@ func decodeList(b []byte) ([]string, error) {
 		return nil, fmt.Errorf("%d bytes after the list", len(b))
 	}
 	return out, nil
+}
+
+// keyGroupOfKey is the key group a database key starts with.
+func keyGroupOfKey(k []byte) int { return int(k[0])<<8 | int(k[1]) }
+
+// scan calls fn with every key (and its value) of it that has the prefix
+// prefix(kg) for a key group kg of kgs, in key order. A seek that lands in
+// a later key group skips the key groups in between, which hold nothing:
+// O(key groups holding data + keys) seeks and steps, not O(key groups), so
+// that a backend of many key groups and little data reads little.
+func scan(it *pebble.Iterator, kgs statetable.KeyGroupRange, prefix func(kg int) []byte, fn func(k, v []byte) error) error {
+	for kg := kgs.First; kg <= kgs.Last && !kgs.Empty(); {
+		p := prefix(kg)
+		ok := it.SeekGE(p)
+		for ; ok && bytes.HasPrefix(it.Key(), p); ok = it.Next() {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return err
+			}
+			if err := fn(it.Key(), v); err != nil {
+				return err
+			}
+		}
+		if err := it.Error(); err != nil || !ok {
+			return err
+		}
+		if next := keyGroupOfKey(it.Key()); next > kg {
+			kg = next
+		} else {
+			kg++
+		}
+	}
+	return nil
 }

@@ -25,10 +25,12 @@ func compareTimers(a, b timer) int {
 // timer in firing order) of each owned key group's queue, as far as known.
 // The timers themselves are in the database; the heads are a cache, so
 // that the next due timer is found without a seek per key group: a head is
-// unknown after it fires or is deleted, and looked up again (one seek) when
-// next needed.
+// unknown after it fires or is deleted, and looked up again when next
+// needed. A domain's heads are allocated when it first fires (O(owned key
+// groups) memory).
 type service struct {
 	name  string
+	owned statetable.KeyGroupRange
 	heads [2][]head // by domain, by key group - owned.First
 }
 
@@ -38,11 +40,16 @@ type head struct {
 }
 
 func newService(name string, owned statetable.KeyGroupRange) *service {
-	s := &service{name: name}
-	for d := range s.heads {
-		s.heads[d] = make([]head, owned.Len())
+	return &service{name: name, owned: owned}
+}
+
+// head returns the cached head of key group kg, or nil if the domain has
+// none yet.
+func (s *service) head(d timerqueue.Domain, kg int) *head {
+	if s.heads[d] == nil {
+		return nil
 	}
-	return s
+	return &s.heads[d][kg-s.owned.First]
 }
 
 func (b *Backend) service(name string, d timerqueue.Domain) (*service, error) {
@@ -79,8 +86,7 @@ func (b *Backend) RegisterTimer(name string, d timerqueue.Domain, key, ns string
 		return false, err
 	}
 	t := timer{Timestamp: ts, Key: key, Namespace: ns}
-	h := &s.heads[d][kg-b.owned.First]
-	if h.known && (!h.present || compareTimers(t, h.t) < 0) {
+	if h := s.head(d, kg); h != nil && h.known && (!h.present || compareTimers(t, h.t) < 0) {
 		*h = head{known: true, present: true, t: t}
 	}
 	return true, nil
@@ -105,8 +111,7 @@ func (b *Backend) DeleteTimer(name string, d timerqueue.Domain, key, ns string, 
 	if err := b.db.Delete(k, b.wo); err != nil {
 		return false, err
 	}
-	h := &s.heads[d][kg-b.owned.First]
-	if h.known && h.present && h.t == (timer{Timestamp: ts, Key: key, Namespace: ns}) {
+	if h := s.head(d, kg); h != nil && h.known && h.present && h.t == (timer{Timestamp: ts, Key: key, Namespace: ns}) {
 		h.known = false
 	}
 	return true, nil
@@ -153,8 +158,13 @@ func (b *Backend) advance(name string, d timerqueue.Domain, upTo func() int64, f
 }
 
 // next returns the index of the key group whose head is the first timer in
-// firing order, or -1 if there is none, looking up the heads not known.
+// firing order, or -1 if there is none, looking up the heads not known: a
+// seek that lands in a later key group (or past the queue) makes the heads
+// of the key groups before it known to be empty.
 func (b *Backend) next(s *service, d timerqueue.Domain) (int, error) {
+	if s.heads[d] == nil {
+		s.heads[d] = make([]head, b.owned.Len())
+	}
 	heads := s.heads[d]
 	var it *pebble.Iterator
 	defer func() {
@@ -163,7 +173,7 @@ func (b *Backend) next(s *service, d timerqueue.Domain) (int, error) {
 		}
 	}()
 	best := -1
-	for i := range heads {
+	for i := 0; i < len(heads); i++ {
 		h := &heads[i]
 		if !h.known {
 			if it == nil {
@@ -172,18 +182,31 @@ func (b *Backend) next(s *service, d timerqueue.Domain) (int, error) {
 					return -1, err
 				}
 			}
-			p := queuePrefix(b.owned.First+i, s.name, d)
-			*h = head{known: true}
-			if it.SeekGE(p) && bytes.HasPrefix(it.Key(), p) {
+			kg := b.owned.First + i
+			p := queuePrefix(kg, s.name, d)
+			ok := it.SeekGE(p)
+			if err := it.Error(); err != nil {
+				return -1, err
+			}
+			switch {
+			case ok && bytes.HasPrefix(it.Key(), p):
 				pk, err := parseKey(it.Key())
 				if err != nil || !pk.timer {
-					h.known = false
 					return -1, fmt.Errorf("%w: timer key %x: %v", ErrCorrupt, it.Key(), err)
 				}
-				h.present, h.t = true, timer{Timestamp: pk.ts, Key: pk.key, Namespace: pk.ns}
-			} else if err := it.Error(); err != nil {
-				h.known = false
-				return -1, err
+				*h = head{known: true, present: true, t: timer{Timestamp: pk.ts, Key: pk.key, Namespace: pk.ns}}
+			default:
+				// Nothing of this queue from kg up to the key the seek
+				// landed on (or up to the end).
+				last := len(heads) - 1
+				if ok && keyGroupOfKey(it.Key()) <= b.owned.Last {
+					last = max(i, keyGroupOfKey(it.Key())-b.owned.First-1)
+				}
+				for j := i; j <= last; j++ {
+					if !heads[j].known {
+						heads[j] = head{known: true}
+					}
+				}
 			}
 		}
 		if h.present && (best < 0 || compareTimers(h.t, heads[best].t) < 0) {

@@ -115,32 +115,31 @@ func (v *view) WriteSnapshot(ctx context.Context, w io.Writer) error {
 	defer it.Close()
 	var sections []sectionEntry
 	var rec []byte
-	for kg := v.owned.First; kg <= v.owned.Last && !v.owned.Empty(); kg++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		lo := kgPrefix(nil, kg)
-		start := cw.n
-		cw.crc = 0
-		for ok := it.SeekGE(lo); ok && it.Key()[0] == lo[0] && it.Key()[1] == lo[1]; ok = it.Next() {
-			val, err := it.ValueAndErr()
-			if err != nil {
+	cur := sectionEntry{kg: -1}
+	err = scan(it, v.owned, func(kg int) []byte { return kgPrefix(nil, kg) }, func(k, val []byte) error {
+		if kg := keyGroupOfKey(k); kg != cur.kg {
+			if err := ctx.Err(); err != nil {
 				return err
 			}
-			rec = binary.AppendUvarint(rec[:0], uint64(len(it.Key())))
-			rec = append(rec, it.Key()...)
-			rec = binary.AppendUvarint(rec, uint64(len(val)))
-			rec = append(rec, val...)
-			if _, err := cw.Write(rec); err != nil {
-				return err
+			if cur.kg >= 0 {
+				cur.length, cur.crc = cw.n-cur.off, cw.crc
+				sections = append(sections, cur)
 			}
+			cur, cw.crc = sectionEntry{kg: kg, off: cw.n}, 0
 		}
-		if err := it.Error(); err != nil {
-			return err
-		}
-		if cw.n > start {
-			sections = append(sections, sectionEntry{kg, start, cw.n - start, cw.crc})
-		}
+		rec = binary.AppendUvarint(rec[:0], uint64(len(k)))
+		rec = append(rec, k...)
+		rec = binary.AppendUvarint(rec, uint64(len(val)))
+		rec = append(rec, val...)
+		_, err := cw.Write(rec)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if cur.kg >= 0 {
+		cur.length, cur.crc = cw.n-cur.off, cw.crc
+		sections = append(sections, cur)
 	}
 	idx := binary.AppendUvarint(nil, uint64(v.maxPar))
 	idx = binary.AppendUvarint(idx, uint64(len(v.kinds)))
