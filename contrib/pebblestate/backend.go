@@ -81,6 +81,9 @@ func Open(opts Options) (*Backend, error) {
 			return nil, fmt.Errorf("%w: key groups %v of max parallelism %d", cowstate.ErrConfig, owned, maxPar)
 		}
 	}
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("%w: pebblestate needs a directory (Options.Dir)", cowstate.ErrConfig)
+	}
 	clock := opts.Clock
 	if clock == nil {
 		clock = func() int64 { return time.Now().UnixMilli() }
@@ -133,8 +136,8 @@ func (b *Backend) checkMaxParallelism() error {
 	return nil
 }
 
-// Close closes the database; Views still open are released first would
-// be an error: release them before. Writer goroutine; idempotent.
+// Close closes the database. Release every View first: Pebble reports
+// snapshots still open as an error. Writer goroutine; idempotent.
 func (b *Backend) Close() error {
 	if b.closed {
 		return nil

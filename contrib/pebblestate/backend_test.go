@@ -147,6 +147,12 @@ func TestOpen_Dir(t *testing.T) {
 		t.Fatalf("Put after Close: %v, want ErrClosed", err)
 	}
 
+	for _, bad := range []pebblestate.Options{{Config: cfg}, {Config: cowstate.Config{MaxParallelism: -1}, Dir: dir},
+		{Config: cowstate.Config{MaxParallelism: 4, KeyGroups: &statetable.KeyGroupRange{First: 2, Last: 4}}, Dir: dir}} {
+		if _, err := pebblestate.Open(bad); !errors.Is(err, cowstate.ErrConfig) {
+			t.Errorf("Open(%+v): %v, want ErrConfig", bad, err)
+		}
+	}
 	if _, err := pebblestate.Open(pebblestate.Options{Config: cowstate.Config{MaxParallelism: 8}, Dir: dir}); !errors.Is(err, pebblestate.ErrMismatch) {
 		t.Fatalf("Open with another max parallelism: %v, want ErrMismatch", err)
 	}
