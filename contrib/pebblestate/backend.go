@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
@@ -39,7 +40,7 @@ type Options struct {
 	Sync bool
 }
 
-// Backend is a cowstate.Contract on a Pebble database: every entry and
+// Backend is a contract.Backend on a Pebble database: every entry and
 // timer is a key of one keyspace that starts with its key group (see
 // keys.go), Capture is a Pebble snapshot, and WriteSnapshot and
 // RestoreSnapshot use this package's own format (doc.go).
@@ -62,7 +63,7 @@ type Backend struct {
 	closed   bool
 }
 
-var _ cowstate.Contract = (*Backend)(nil)
+var _ contract.Backend = (*Backend)(nil)
 
 // Open opens (or creates) the database in opts.Dir. The caller closes it
 // with Close.
@@ -150,13 +151,13 @@ func (b *Backend) Close() error {
 // directly voids the backend's invariants.
 func (b *Backend) DB() *pebble.DB { return b.db }
 
-// MaxParallelism implements cowstate.Contract.
+// MaxParallelism implements contract.Backend.
 func (b *Backend) MaxParallelism() int { return b.maxPar }
 
-// KeyGroups implements cowstate.Contract.
+// KeyGroups implements contract.Backend.
 func (b *Backend) KeyGroups() statetable.KeyGroupRange { return b.owned }
 
-// RegisterState implements cowstate.Contract. The kind is recorded in the
+// RegisterState implements contract.Backend. The kind is recorded in the
 // database, so that a database opened again refuses a state registered
 // with another kind.
 func (b *Backend) RegisterState(name string, kind statetable.Kind) error {
@@ -164,7 +165,7 @@ func (b *Backend) RegisterState(name string, kind statetable.Kind) error {
 		return ErrClosed
 	}
 	if kind < statetable.KindValue || kind > statetable.KindAggregating {
-		return fmt.Errorf("%w: state %q of unknown kind %v", cowstate.ErrKind, name, kind)
+		return fmt.Errorf("%w: state %q of unknown kind %v", contract.ErrKind, name, kind)
 	}
 	if name == "" {
 		return fmt.Errorf("%w: a state needs a name", cowstate.ErrConfig)
@@ -190,7 +191,7 @@ func (b *Backend) RegisterState(name string, kind statetable.Kind) error {
 	return nil
 }
 
-// RegisterTimerService implements cowstate.Contract.
+// RegisterTimerService implements contract.Backend.
 func (b *Backend) RegisterTimerService(name string) error {
 	if b.closed {
 		return ErrClosed
@@ -234,13 +235,13 @@ func (b *Backend) state(state, key string, kinds ...statetable.Kind) (statetable
 		return 0, 0, fmt.Errorf("%w %q", statetable.ErrUnknownState, state)
 	}
 	if len(kinds) > 0 && !slices.Contains(kinds, kind) {
-		return 0, 0, fmt.Errorf("%w: %q is a %v state", cowstate.ErrKind, state, kind)
+		return 0, 0, fmt.Errorf("%w: %q is a %v state", contract.ErrKind, state, kind)
 	}
 	kg, err := b.keyGroup(key)
 	return kind, kg, err
 }
 
-// Put implements cowstate.Contract.Put.
+// Put implements contract.Backend.Put.
 func (b *Backend) Put(state, key, ns, value string) error {
 	_, kg, err := b.state(state, key, statetable.KindValue)
 	if err != nil {
@@ -252,7 +253,7 @@ func (b *Backend) Put(state, key, ns, value string) error {
 	return b.db.Set(entryKey(kg, state, key, ns), []byte(value), b.wo)
 }
 
-// Get implements cowstate.Contract.Get.
+// Get implements contract.Backend.Get.
 func (b *Backend) Get(state, key, ns string) (string, bool, error) {
 	kind, kg, err := b.state(state, key, statetable.KindValue, statetable.KindReducing, statetable.KindAggregating)
 	if err != nil {
@@ -266,12 +267,12 @@ func (b *Backend) Get(state, key, ns string) (string, bool, error) {
 		return "", false, err
 	}
 	if kind == statetable.KindAggregating {
-		return cowstate.ContractAggregate{}.Result(string(v)), true, nil
+		return contract.Aggregate{}.Result(string(v)), true, nil
 	}
 	return string(v), true, nil
 }
 
-// Add implements cowstate.Contract.Add: a list is read, appended to and
+// Add implements contract.Backend.Add: a list is read, appended to and
 // written back (O(list length)).
 func (b *Backend) Add(state, key, ns, v string) error {
 	kind, kg, err := b.state(state, key, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
@@ -295,20 +296,20 @@ func (b *Backend) Add(state, key, ns, v string) error {
 		}
 		nv = encodeList(append(elems, v))
 	case kind == statetable.KindReducing && have:
-		nv = []byte(cowstate.ContractReduce(string(old), v))
+		nv = []byte(contract.Reduce(string(old), v))
 	case kind == statetable.KindReducing:
 		nv = []byte(v)
 	default:
-		acc := cowstate.ContractAggregate{}.CreateAccumulator()
+		acc := contract.Aggregate{}.CreateAccumulator()
 		if have {
 			acc = string(old)
 		}
-		nv = []byte(cowstate.ContractAggregate{}.Add(v, acc))
+		nv = []byte(contract.Aggregate{}.Add(v, acc))
 	}
 	return b.db.Set(k, nv, b.wo)
 }
 
-// GetList implements cowstate.Contract.GetList.
+// GetList implements contract.Backend.GetList.
 func (b *Backend) GetList(state, key, ns string) ([]string, error) {
 	_, kg, err := b.state(state, key, statetable.KindList)
 	if err != nil {
@@ -328,7 +329,7 @@ func (b *Backend) GetList(state, key, ns string) ([]string, error) {
 	return l, nil
 }
 
-// UpdateList implements cowstate.Contract.UpdateList.
+// UpdateList implements contract.Backend.UpdateList.
 func (b *Backend) UpdateList(state, key, ns string, elems []string) error {
 	_, kg, err := b.state(state, key, statetable.KindList)
 	if err != nil {
@@ -340,7 +341,7 @@ func (b *Backend) UpdateList(state, key, ns string, elems []string) error {
 	return b.db.Set(entryKey(kg, state, key, ns), encodeList(elems), b.wo)
 }
 
-// PutMapEntry implements cowstate.Contract.PutMapEntry: one Pebble key
+// PutMapEntry implements contract.Backend.PutMapEntry: one Pebble key
 // per user key.
 func (b *Backend) PutMapEntry(state, key, ns, userKey, userValue string) error {
 	_, kg, err := b.state(state, key, statetable.KindMap)
@@ -350,7 +351,7 @@ func (b *Backend) PutMapEntry(state, key, ns, userKey, userValue string) error {
 	return b.db.Set(mapKey(kg, state, key, ns, userKey), []byte(userValue), b.wo)
 }
 
-// GetMapEntry implements cowstate.Contract.GetMapEntry.
+// GetMapEntry implements contract.Backend.GetMapEntry.
 func (b *Backend) GetMapEntry(state, key, ns, userKey string) (string, bool, error) {
 	_, kg, err := b.state(state, key, statetable.KindMap)
 	if err != nil {
@@ -363,7 +364,7 @@ func (b *Backend) GetMapEntry(state, key, ns, userKey string) (string, bool, err
 	return string(v), err == nil, err
 }
 
-// RemoveMapEntry implements cowstate.Contract.RemoveMapEntry; the map
+// RemoveMapEntry implements contract.Backend.RemoveMapEntry; the map
 // (key, ns) is gone when its last user key is.
 func (b *Backend) RemoveMapEntry(state, key, ns, userKey string) error {
 	_, kg, err := b.state(state, key, statetable.KindMap)
@@ -373,7 +374,7 @@ func (b *Backend) RemoveMapEntry(state, key, ns, userKey string) error {
 	return b.db.Delete(mapKey(kg, state, key, ns, userKey), b.wo)
 }
 
-// ClearState implements cowstate.Contract.ClearState; a map is cleared
+// ClearState implements contract.Backend.ClearState; a map is cleared
 // with one range deletion.
 func (b *Backend) ClearState(state, key, ns string) error {
 	kind, kg, err := b.state(state, key)
@@ -387,7 +388,7 @@ func (b *Backend) ClearState(state, key, ns string) error {
 	return b.db.Delete(k, b.wo)
 }
 
-// MergeNamespaces implements cowstate.Contract.MergeNamespaces, in one
+// MergeNamespaces implements contract.Backend.MergeNamespaces, in one
 // Pebble batch, committed at once.
 func (b *Backend) MergeNamespaces(state, key, target string, sources []string) error {
 	kind, kg, err := b.state(state, key, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
@@ -435,9 +436,9 @@ func (b *Backend) MergeNamespaces(state, key, target string, sources []string) e
 			}
 			acc = encodeList(append(a, s...))
 		case kind == statetable.KindReducing:
-			acc = []byte(cowstate.ContractReduce(string(acc), string(v)))
+			acc = []byte(contract.Reduce(string(acc), string(v)))
 		default:
-			acc = []byte(cowstate.ContractAggregate{}.Merge(string(acc), string(v)))
+			acc = []byte(contract.Aggregate{}.Merge(string(acc), string(v)))
 		}
 	}
 	if !merged {
@@ -449,9 +450,9 @@ func (b *Backend) MergeNamespaces(state, key, target string, sources []string) e
 	return batch.Commit(b.wo)
 }
 
-// StateEntries implements cowstate.EntryReader on the live database.
+// StateEntries implements contract.EntryReader on the live database.
 // O(owned key groups + entries).
-func (b *Backend) StateEntries(state string) ([]cowstate.Entry, error) {
+func (b *Backend) StateEntries(state string) ([]contract.Entry, error) {
 	if b.closed {
 		return nil, ErrClosed
 	}
@@ -462,25 +463,25 @@ func (b *Backend) StateEntries(state string) ([]cowstate.Entry, error) {
 	return stateEntries(b.db, b.owned, state, kind)
 }
 
-// TimerEntries implements cowstate.EntryReader on the live database.
-func (b *Backend) TimerEntries(service string, d timerqueue.Domain) ([]cowstate.Timer[string, string], error) {
+// TimerEntries implements contract.EntryReader on the live database.
+func (b *Backend) TimerEntries(service string, d timerqueue.Domain) ([]contract.Timer, error) {
 	if b.closed {
 		return nil, ErrClosed
 	}
 	if _, ok := b.services[service]; !ok {
-		return nil, fmt.Errorf("%w: no timer service %q", cowstate.ErrTimerService, service)
+		return nil, fmt.Errorf("%w: no timer service %q", contract.ErrUnknownTimerService, service)
 	}
 	return timerEntries(b.db, b.owned, service, d)
 }
 
 // stateEntries reads every entry of a state in the key groups kgs of r.
-func stateEntries(r pebble.Reader, kgs statetable.KeyGroupRange, state string, kind statetable.Kind) ([]cowstate.Entry, error) {
+func stateEntries(r pebble.Reader, kgs statetable.KeyGroupRange, state string, kind statetable.Kind) ([]contract.Entry, error) {
 	it, err := r.NewIter(nil)
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
-	var out []cowstate.Entry
+	var out []contract.Entry
 	err = scan(it, kgs, func(kg int) []byte { return statePrefix(kg, state) }, func(k, v []byte) error {
 		pk, err := parseKey(k)
 		if err != nil || pk.timer || pk.hasUserKey != (kind == statetable.KindMap) {
@@ -492,17 +493,17 @@ func stateEntries(r pebble.Reader, kgs statetable.KeyGroupRange, state string, k
 				out[n-1].Map[pk.userKey] = string(v)
 				return nil
 			}
-			out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, Map: map[string]string{pk.userKey: string(v)}})
+			out = append(out, contract.Entry{Key: pk.key, Namespace: pk.ns, Map: map[string]string{pk.userKey: string(v)}})
 		case statetable.KindList:
 			l, err := decodeList(v)
 			if err != nil {
 				return fmt.Errorf("%w: list of (%q, %q) in state %q: %w", ErrCorrupt, pk.key, pk.ns, state, err)
 			}
-			out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, List: l})
+			out = append(out, contract.Entry{Key: pk.key, Namespace: pk.ns, List: l})
 		case statetable.KindAggregating:
-			out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, Value: cowstate.ContractAggregate{}.Result(string(v))})
+			out = append(out, contract.Entry{Key: pk.key, Namespace: pk.ns, Value: contract.Aggregate{}.Result(string(v))})
 		default:
-			out = append(out, cowstate.Entry{Key: pk.key, Namespace: pk.ns, Value: string(v)})
+			out = append(out, contract.Entry{Key: pk.key, Namespace: pk.ns, Value: string(v)})
 		}
 		return nil
 	})
@@ -511,19 +512,19 @@ func stateEntries(r pebble.Reader, kgs statetable.KeyGroupRange, state string, k
 
 // timerEntries reads every timer of a service in a domain in the key
 // groups kgs of r, in firing order.
-func timerEntries(r pebble.Reader, kgs statetable.KeyGroupRange, service string, d timerqueue.Domain) ([]cowstate.Timer[string, string], error) {
+func timerEntries(r pebble.Reader, kgs statetable.KeyGroupRange, service string, d timerqueue.Domain) ([]contract.Timer, error) {
 	it, err := r.NewIter(nil)
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
-	var out []cowstate.Timer[string, string]
+	var out []contract.Timer
 	err = scan(it, kgs, func(kg int) []byte { return queuePrefix(kg, service, d) }, func(k, _ []byte) error {
 		pk, err := parseKey(k)
 		if err != nil || !pk.timer {
 			return fmt.Errorf("%w: timer key %x: %v", ErrCorrupt, k, err)
 		}
-		out = append(out, cowstate.Timer[string, string]{Timestamp: pk.ts, Key: pk.key, Namespace: pk.ns})
+		out = append(out, contract.Timer{Timestamp: pk.ts, Key: pk.key, Namespace: pk.ns})
 		return nil
 	})
 	slices.SortFunc(out, compareTimers)

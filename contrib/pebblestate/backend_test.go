@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/contrib/pebblestate"
 	"github.com/cowstate/cowstate/rapidtest"
 	"github.com/cowstate/cowstate/snapshot"
@@ -37,7 +38,7 @@ func must(t testing.TB, err error) {
 
 // register registers one state of each kind, named after it, and a timer
 // service "t".
-func register(t testing.TB, b cowstate.Contract) {
+func register(t testing.TB, b contract.Backend) {
 	t.Helper()
 	for _, k := range []statetable.Kind{statetable.KindValue, statetable.KindList, statetable.KindMap, statetable.KindReducing, statetable.KindAggregating} {
 		must(t, b.RegisterState(k.String(), k))
@@ -47,7 +48,7 @@ func register(t testing.TB, b cowstate.Contract) {
 
 // fill writes n keys into every state and a timer per key, with keys and
 // namespaces holding the bytes the key encoding escapes.
-func fill(t testing.TB, b cowstate.Contract, n int) {
+func fill(t testing.TB, b contract.Backend, n int) {
 	t.Helper()
 	for i := range n {
 		k, ns := fmt.Sprintf("k\x00%d\xff", i), fmt.Sprintf("\x00ns%d", i%3)
@@ -69,7 +70,7 @@ func fill(t testing.TB, b cowstate.Contract, n int) {
 }
 
 // same compares every state and timer of two readers.
-func same(t testing.TB, got, want cowstate.EntryReader) {
+func same(t testing.TB, got, want contract.EntryReader) {
 	t.Helper()
 	for _, s := range []string{"value", "list", "map", "reducing", "aggregating"} {
 		g, err := got.StateEntries(s)
@@ -93,8 +94,8 @@ func same(t testing.TB, got, want cowstate.EntryReader) {
 	}
 }
 
-func sortEntries(es []cowstate.Entry) {
-	slices.SortFunc(es, func(a, b cowstate.Entry) int {
+func sortEntries(es []contract.Entry) {
+	slices.SortFunc(es, func(a, b contract.Entry) int {
 		if c := bytes.Compare([]byte(a.Key), []byte(b.Key)); c != 0 {
 			return c
 		}
@@ -102,7 +103,7 @@ func sortEntries(es []cowstate.Entry) {
 	})
 }
 
-func snapshotOf(t testing.TB, b cowstate.Contract) []byte {
+func snapshotOf(t testing.TB, b contract.Backend) []byte {
 	t.Helper()
 	v := b.Capture()
 	defer v.Release()
@@ -118,7 +119,7 @@ func TestBackend_MergeSourceTwice(t *testing.T) {
 	register(t, b)
 	must(t, b.Add("aggregating", "k", "w1", ""))
 	must(t, b.MergeNamespaces("aggregating", "k", "", []string{"w1", "w1"}))
-	agg := cowstate.ContractAggregate{}
+	agg := contract.Aggregate{}
 	want := agg.Result(agg.Add("", agg.CreateAccumulator()))
 	v, ok, err := b.Get("aggregating", "k", "")
 	if err != nil || !ok || v != want {

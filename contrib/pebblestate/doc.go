@@ -1,4 +1,4 @@
-// Package pebblestate is a cowstate.Contract on Pebble
+// Package pebblestate is a contract.Backend on Pebble
 // (github.com/cockroachdb/pebble/v2): keyed state and timers kept in an
 // LSM tree on disk rather than in memory, as Flink's RocksDB backend keeps
 // them beside its heap backend. It is a module of its own, so that cowstate

@@ -22,7 +22,7 @@ import (
 // variable for tests).
 var restoreBatchBytes = 4 << 20
 
-// RestoreSnapshot implements cowstate.Contract.RestoreSnapshot: it reads a
+// RestoreSnapshot implements contract.Backend.RestoreSnapshot: it reads a
 // snapshot WriteSnapshot wrote (format in view.go) and keeps the key groups
 // this backend owns, reading only their sections. The backend must hold no
 // entry or timer (cowstate.ErrNotEmpty). Every record is checked (its key

@@ -9,12 +9,12 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
 
-type timer = cowstate.Timer[string, string]
+type timer = contract.Timer
 
 // compareTimers is the firing order: timestamp, key bytes, namespace bytes.
 func compareTimers(a, b timer) int {
@@ -58,15 +58,15 @@ func (b *Backend) service(name string, d timerqueue.Domain) (*service, error) {
 	}
 	s, ok := b.services[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: no timer service %q registered", cowstate.ErrTimerService, name)
+		return nil, fmt.Errorf("%w: no timer service %q registered", contract.ErrUnknownTimerService, name)
 	}
 	if d != timerqueue.EventTime && d != timerqueue.ProcessingTime {
-		return nil, fmt.Errorf("%w: unknown time domain %d", cowstate.ErrTimerService, d)
+		return nil, fmt.Errorf("%w: unknown time domain %d", contract.ErrUnknownTimerService, d)
 	}
 	return s, nil
 }
 
-// RegisterTimer implements cowstate.Contract.RegisterTimer.
+// RegisterTimer implements contract.Backend.RegisterTimer.
 func (b *Backend) RegisterTimer(name string, d timerqueue.Domain, key, ns string, ts int64) (bool, error) {
 	s, err := b.service(name, d)
 	if err != nil {
@@ -92,7 +92,7 @@ func (b *Backend) RegisterTimer(name string, d timerqueue.Domain, key, ns string
 	return true, nil
 }
 
-// DeleteTimer implements cowstate.Contract.DeleteTimer.
+// DeleteTimer implements contract.Backend.DeleteTimer.
 func (b *Backend) DeleteTimer(name string, d timerqueue.Domain, key, ns string, ts int64) (bool, error) {
 	s, err := b.service(name, d)
 	if err != nil {
@@ -117,19 +117,19 @@ func (b *Backend) DeleteTimer(name string, d timerqueue.Domain, key, ns string, 
 	return true, nil
 }
 
-// AdvanceWatermark implements cowstate.Contract.AdvanceWatermark.
-func (b *Backend) AdvanceWatermark(service string, wm int64, fire cowstate.FireFunc) (int, error) {
+// AdvanceWatermark implements contract.Backend.AdvanceWatermark.
+func (b *Backend) AdvanceWatermark(service string, wm int64, fire contract.FireFunc) (int, error) {
 	return b.advance(service, timerqueue.EventTime, func() int64 { return wm }, fire)
 }
 
-// AdvanceProcessingTime implements cowstate.Contract.AdvanceProcessingTime
+// AdvanceProcessingTime implements contract.Backend.AdvanceProcessingTime
 // at the configured clock's time, read once.
-func (b *Backend) AdvanceProcessingTime(service string, fire cowstate.FireFunc) (int, error) {
+func (b *Backend) AdvanceProcessingTime(service string, fire contract.FireFunc) (int, error) {
 	now := b.clock()
 	return b.advance(service, timerqueue.ProcessingTime, func() int64 { return now }, fire)
 }
 
-func (b *Backend) advance(name string, d timerqueue.Domain, upTo func() int64, fire cowstate.FireFunc) (int, error) {
+func (b *Backend) advance(name string, d timerqueue.Domain, upTo func() int64, fire contract.FireFunc) (int, error) {
 	s, err := b.service(name, d)
 	if err != nil {
 		return 0, err

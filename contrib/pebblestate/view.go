@@ -13,7 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
@@ -31,15 +31,15 @@ type view struct {
 	release  sync.Once
 }
 
-// Capture implements cowstate.Contract.Capture with a Pebble snapshot:
+// Capture implements contract.Backend.Capture with a Pebble snapshot:
 // O(number of states and services); the database keeps the versions the
 // view reads until it is released.
-func (b *Backend) Capture() cowstate.View {
+func (b *Backend) Capture() contract.View {
 	return &view{b: b, snap: b.db.NewSnapshot(), maxPar: b.maxPar, owned: b.owned, kinds: maps.Clone(b.kinds),
 		services: slices.Sorted(maps.Keys(b.services))}
 }
 
-func (v *view) StateEntries(state string) ([]cowstate.Entry, error) {
+func (v *view) StateEntries(state string) ([]contract.Entry, error) {
 	kind, ok := v.kinds[state]
 	if !ok {
 		return nil, fmt.Errorf("%w %q in the view", statetable.ErrUnknownState, state)
@@ -47,9 +47,9 @@ func (v *view) StateEntries(state string) ([]cowstate.Entry, error) {
 	return stateEntries(v.snap, v.owned, state, kind)
 }
 
-func (v *view) TimerEntries(service string, d timerqueue.Domain) ([]cowstate.Timer[string, string], error) {
+func (v *view) TimerEntries(service string, d timerqueue.Domain) ([]contract.Timer, error) {
 	if !slices.Contains(v.services, service) {
-		return nil, fmt.Errorf("%w: no timer service %q in the view", cowstate.ErrTimerService, service)
+		return nil, fmt.Errorf("%w: no timer service %q in the view", contract.ErrUnknownTimerService, service)
 	}
 	return timerEntries(v.snap, v.owned, service, d)
 }
