@@ -74,7 +74,7 @@ const pauseBatch = 64
 //
 // The checkpoints need a run of several seconds; the targets use
 //
-//	go test -run '^$' -bench 'BenchmarkCheckpointCadence$/keys=1000000$/dist=uniform$/' -benchtime 8s -count 2 ./bench/
+//	go test -run '^$' -bench 'BenchmarkCheckpointCadence$/keys=1000000$/dist=uniform$/' -benchtime 8s -count 2 .   (in bench/)
 //
 // and a fixed number of updates works as well (-benchtime 30000000x).
 func BenchmarkCheckpointCadence(b *testing.B) {

@@ -4,11 +4,15 @@
 // clones), and benbjohnson/immutable (a persistent HAMT). Every peer runs in
 // the same benchmark function as a sub-benchmark, so one
 //
-//	go test -run '^$' -bench . ./bench/
+//	go test -run '^$' -bench . .
 //
-// compares them. Sub-benchmark names are key=value pairs
+// in this directory (or go test -run '^$' -bench . github.com/cowstate/cowstate/bench
+// from anywhere in the repository) compares them. Sub-benchmark names are key=value pairs
 // (BenchmarkPut/size=1000000/snap=every1000/impl=cow) that the project's
 // target tooling reads; do not rename them.
 //
-// Peers are imported here only: the library itself depends on none of them.
+// Peers are imported here only. This directory is a module of its own
+// (github.com/cowstate/cowstate/bench, with cmd/benchreport), so that the
+// library module, and so its importers, depend on none of them nor on the
+// plotting libraries.
 package bench

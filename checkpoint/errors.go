@@ -33,3 +33,12 @@ var (
 	ErrInvalid        = errors.New("checkpoint: invalid call")
 	ErrStorage        = errors.New("checkpoint: storage failed")
 )
+
+// ErrWriteConflict is what a Storage's Commit wraps when the service
+// refused a create-only write because another write of the same name was
+// in flight, so neither is known to have won (S3 answers so with 409
+// ConditionalRequestConflict). The store then writes the object again to
+// learn the outcome: fs.ErrExist, or success; after five conflicts in a
+// row it gives up with the error. The storages of this package never
+// return it; storeurl's bucket storage does.
+var ErrWriteConflict = errors.New("checkpoint: concurrent conditional write")

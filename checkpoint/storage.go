@@ -24,7 +24,8 @@ import (
 // needs nothing more (see the package documentation). Implementations must
 // be safe for concurrent use by several goroutines.
 type Storage interface {
-	// Create starts writing a new object. The object becomes visible,
+	// Create starts writing a new object; a name CheckName refuses is an
+	// error matching ErrInvalid. The object becomes visible,
 	// whole and durable, when the writer's Commit returns nil; Commit
 	// fails with an error matching fs.ErrExist if the name already exists
 	// (no object is ever overwritten). A writer that is not committed
@@ -48,7 +49,8 @@ type Storage interface {
 type ObjectWriter interface {
 	io.Writer
 	// Commit makes the object visible and durable, or fails (fs.ErrExist
-	// if the name was taken meanwhile). Call it once.
+	// if the name was taken meanwhile; ErrWriteConflict if a concurrent
+	// write of the name left the outcome unknown). Call it once.
 	Commit() error
 	// Abort discards the object. Safe after Commit (then a no-op).
 	Abort()
@@ -84,10 +86,22 @@ func Dir(dir string) (*DirStorage, error) {
 func (d *DirStorage) String() string { return d.dir }
 
 func (d *DirStorage) path(name string) (string, error) {
-	if !validName(name) {
-		return "", fmt.Errorf("%w: object name %q", ErrInvalid, name)
+	if err := CheckName(name); err != nil {
+		return "", err
 	}
 	return filepath.Join(d.dir, name), nil
+}
+
+// CheckName returns nil if name is an object name a Storage must accept,
+// else an error matching ErrInvalid that quotes it. A valid name is flat:
+// 1 to 255 printable ASCII characters, no space, no '/' or '\\', not "."
+// or "..". Every name the store writes is valid; implementations of
+// Storage call it in Create so that a name never escapes their namespace.
+func CheckName(name string) error {
+	if !validName(name) {
+		return fmt.Errorf("%w: object name %q", ErrInvalid, name)
+	}
+	return nil
 }
 
 // validName: a flat name of printable characters, no path separators.
@@ -240,8 +254,8 @@ func Memory() *MemStorage { return &MemStorage{objects: map[string][]byte{}} }
 func (m *MemStorage) String() string { return "mem://" }
 
 func (m *MemStorage) Create(ctx context.Context, name string) (ObjectWriter, error) {
-	if !validName(name) {
-		return nil, fmt.Errorf("%w: object name %q", ErrInvalid, name)
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	return &memWriter{m: m, name: name}, nil
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,11 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cowstate/cowstate/internal/s3test"
 	"github.com/cowstate/cowstate/internal/testjob"
-	"gocloud.dev/blob"
-	"gocloud.dev/blob/memblob"
-	_ "gocloud.dev/blob/s3blob"
 )
 
 var bg = context.Background()
@@ -139,9 +133,9 @@ func (m *MemStorage) get(name string) []byte {
 	return bytes.Clone(m.objects[name])
 }
 
-// storages are the storages every storage-level test runs on: a directory,
-// memory, and a gocloud.dev bucket (in memory here; the S3 tests add a real
-// server).
+// storages are the storages every store-level test runs on: a directory
+// and memory. Module checkpoint/storeurl runs package storagetest's checks
+// on its bucket storage (in memory and on a real S3 server).
 var storages = map[string]func(t testing.TB) Storage{
 	"dir": func(t testing.TB) Storage {
 		d, err := Dir(filepath.Join(t.TempDir(), "store"))
@@ -151,98 +145,6 @@ var storages = map[string]func(t testing.TB) Storage{
 		return d
 	},
 	"mem": func(testing.TB) Storage { return Memory() },
-	"bucket": func(t testing.TB) Storage {
-		b := memblob.OpenBucket(nil)
-		t.Cleanup(func() { b.Close() })
-		return Bucket(b, "mem://")
-	},
-	"s3": func(t testing.TB) Storage {
-		srv := s3test.Start(t) // a real S3 server (versitygw), about 50ms
-		srv.SetEnv(t)
-		b, err := blob.OpenBucket(bg, srv.URL("store/"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		return Bucket(b, srv.URL("store/"))
-	},
-}
-
-// TestStorage_Conformance: what the store needs of a storage, on each
-// implementation: a committed object reads back whole; an uncommitted or
-// aborted one does not exist; a create-only commit of a taken name fails
-// with fs.ErrExist and leaves the object as it was, also when several
-// writers race for one name; a missing object is fs.ErrNotExist.
-func TestStorage_Conformance(t *testing.T) {
-	for name, open := range storages {
-		t.Run(name, func(t *testing.T) {
-			st := open(t)
-			put := func(name, content string) error {
-				w, err := st.Create(bg, name)
-				if err != nil {
-					return err
-				}
-				io.WriteString(w, content)
-				return w.Commit()
-			}
-			read := func(name string) string {
-				r, err := st.Open(bg, name)
-				if err != nil {
-					t.Fatalf("open %s: %v", name, err)
-				}
-				defer r.Close()
-				b := make([]byte, r.Size())
-				r.ReadAt(b, 0)
-				return string(b)
-			}
-			if err := put("a", "first"); err != nil {
-				t.Fatal(err)
-			}
-			if err := put("a", "second"); !errors.Is(err, fs.ErrExist) {
-				t.Fatalf("second create of a: %v", err)
-			}
-			if got := read("a"); got != "first" {
-				t.Fatalf("a holds %q after a refused create", got)
-			}
-			w, _ := st.Create(bg, "b")
-			io.WriteString(w, "never")
-			if names, _ := st.List(bg); slices.Contains(names, "b") {
-				t.Fatalf("an uncommitted object is listed: %v", names)
-			}
-			w.Abort()
-			if _, err := st.Open(bg, "b"); !errors.Is(err, fs.ErrNotExist) {
-				t.Fatalf("open of an aborted object: %v", err)
-			}
-			if err := st.Remove(bg, "b"); !errors.Is(err, fs.ErrNotExist) {
-				t.Fatalf("remove of a missing object: %v", err)
-			}
-			if _, err := st.Create(bg, "../escape"); !errors.Is(err, ErrInvalid) {
-				t.Fatalf("create of ../escape: %v", err)
-			}
-			// Racing creators: exactly one wins.
-			var wg sync.WaitGroup
-			wins := make(chan string, 8)
-			for i := range 8 {
-				wg.Go(func() {
-					if put("race", fmt.Sprint("writer ", i)) == nil {
-						wins <- fmt.Sprint("writer ", i)
-					}
-				})
-			}
-			wg.Wait()
-			close(wins)
-			var won []string
-			for w := range wins {
-				won = append(won, w)
-			}
-			if len(won) != 1 || read("race") != won[0] {
-				t.Fatalf("racing creates: winners %v, object holds %q", won, read("race"))
-			}
-			if names, _ := st.List(bg); !slices.Equal(names, []string{"a", "race"}) {
-				t.Fatalf("leftovers after the race and an abort: %v", names)
-			}
-		})
-	}
 }
 
 // TestDirStorage_FIFO: a FIFO in place of an object is refused at once,
@@ -303,7 +205,7 @@ func (w conflictWriter) Commit() error {
 	} else {
 		w.ObjectWriter.Abort()
 	}
-	return fmt.Errorf("commit %s: %w: api error ConditionalRequestConflict", w.name, errConflict)
+	return fmt.Errorf("commit %s: %w: api error ConditionalRequestConflict", w.name, ErrWriteConflict)
 }
 
 // TestStore_ConditionalRequestConflict: a manifest commit answered with a

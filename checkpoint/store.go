@@ -202,7 +202,7 @@ func (s *Store) create(ctx context.Context, sm *storeManifest) error {
 			return err
 		}
 		err = w.Commit()
-		if errors.Is(err, errConflict) && attempt < 5 {
+		if errors.Is(err, ErrWriteConflict) && attempt < 5 {
 			// Two creates of this number met: write again to learn
 			// whether one of them won (then: exists).
 			time.Sleep(time.Duration(10<<attempt) * time.Millisecond)

@@ -482,7 +482,7 @@ func TestStore_SameSizeOtherContent(t *testing.T) {
 // object.
 func TestStore_RandomHistories(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		kind := rapid.SampledFrom([]string{"mem", "bucket"}).Draw(rt, "storage")
+		kind := rapid.SampledFrom([]string{"mem", "dir"}).Draw(rt, "storage")
 		st := faulty(storages[kind](t))
 		j := testjob.New(t, 16, nil)
 		policy := Policy{MaxChainLength: rapid.IntRange(1, 4).Draw(rt, "max chain"),

@@ -61,8 +61,9 @@ func keyStr[K inlineKey](k *K) string {
 
 func inlineHash[K inlineKey](k K) uint64 { return compositeHash(keyStr(&k)) }
 
-// cellMap is the storage of one state: composite key -> cell, in three
-// maps by key length (see key15Max); a key is in exactly one of them. The
+// cellMap is where one state's entries are stored, untyped above the
+// cell: composite key bytes -> cell, in three maps by key length (see
+// key15Max); a key is in exactly one of them. The
 // maps share the table's owner, so one capture freezes all three. Writer
 // goroutine only.
 type cellMap[C any] struct {

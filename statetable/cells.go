@@ -10,9 +10,12 @@ import (
 	"github.com/cowstate/cowstate/internal/layout"
 )
 
-// cells is the storage of one state: persistent maps (a cellMap, three by
-// key length) from the composite key (key, namespace) to the kind's cell
-// value C (the user value, a list, a map, an accumulator).
+// cells is one registered state seen from its typed API: it turns a
+// (key, namespace) of types K and N into the composite key with the
+// state's codecs, checks the key group against the table's range, and
+// keeps the entries, of the kind's cell type C (the user value, a list, a
+// map, an accumulator), in a cellMap. The typed states (ValueState,
+// ListState...) are thin wrappers of it.
 //
 // The composite key is uvarint(len(key)) + key + namespace, with key and
 // namespace in their codecs' encodings, and its hash is EntryHash: the

@@ -15,8 +15,13 @@
 // A file:// URL opens checkpoint.Dir, not gocloud.dev's fileblob, whose
 // create-only write is not atomic.
 //
-// This package links the S3, GCS and Azure SDKs: a program that needs
-// only a directory imports package checkpoint alone.
+// Bucket makes a storage of a gocloud.dev/blob bucket a program opened
+// itself (another driver, its own credentials).
+//
+// This package is a module of its own, github.com/cowstate/cowstate/checkpoint/storeurl,
+// because it links gocloud.dev and the S3, GCS and Azure SDKs: the library
+// module (and a program that needs only a directory, checkpoint.Dir) does
+// not depend on them.
 package storeurl
 
 import (
@@ -47,7 +52,7 @@ func Open(ctx context.Context, rawURL string) (checkpoint.Storage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", checkpoint.ErrStorage, Redact(rawURL), redactErr(err, rawURL))
 	}
-	return checkpoint.Bucket(b, Redact(rawURL)), nil
+	return Bucket(b, Redact(rawURL)), nil
 }
 
 // LocalDir returns the directory rawURL names, if it names one: a path

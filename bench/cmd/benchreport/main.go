@@ -2,11 +2,13 @@
 // Markdown report of ratios against the peers, plus SVG charts of capture
 // time against state size and of full against incremental checkpoint size.
 //
-// Usage, from anywhere in the module:
+// Usage, from the bench directory (or anywhere in the repository, whose
+// go.work lists the bench module):
 //
 //	go run ./cmd/benchreport [-bench regexp] [-benchtime d] [-count n] [-in file] [-out dir]
 //
-// By default it runs go test -run '^$' -bench <regexp> ./bench/, streaming
+// By default it runs go test -run '^$' -bench <regexp> in the bench
+// package's directory (module github.com/cowstate/cowstate/bench), streaming
 // the output to stderr and saving it to <out>/bench.txt; with -in it reads
 // that output from a file instead. It writes <out>/report.md,
 // <out>/capture.svg and <out>/checkpoint.svg (a chart whose benchmark is
@@ -99,19 +101,23 @@ func run(bench, benchtime string, count int, in, dir string) error {
 	return runErr
 }
 
-// runSuite runs the bench/ suite from the module root, copying its output
-// to stderr as it comes, and returns the standard output.
+// benchPackage is the package of the suite, found by go list so that the
+// command runs from the bench module or from anywhere in the workspace.
+const benchPackage = "github.com/cowstate/cowstate/bench"
+
+// runSuite runs the bench suite in its package directory, copying its
+// output to stderr as it comes, and returns the standard output.
 func runSuite(bench, benchtime string, count int) ([]byte, error) {
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	dir, err := exec.Command("go", "list", "-f", "{{.Dir}}", benchPackage).Output()
 	if err != nil {
-		return nil, fmt.Errorf("go env GOMOD: %w", err)
+		return nil, fmt.Errorf("go list %s (run from the bench module or the repository): %w", benchPackage, err)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	root := strings.TrimSpace(string(dir))
 	args := []string{"test", "-run", "^$", "-bench", bench, "-count", strconv.Itoa(count)}
 	if benchtime != "" {
 		args = append(args, "-benchtime", benchtime)
 	}
-	args = append(args, "./bench/")
+	args = append(args, ".")
 	fmt.Fprintf(os.Stderr, "benchreport: go %s (in %s)\n", strings.Join(args, " "), root)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root

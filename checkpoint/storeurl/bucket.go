@@ -1,4 +1,4 @@
-package checkpoint
+package storeurl
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cowstate/cowstate/checkpoint"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 )
 
-// BucketStorage is a Storage in a gocloud.dev/blob bucket: S3 and
-// S3-compatible servers, Google Cloud Storage, Azure Blob Storage, or
-// memory (package storeurl opens one from a URL). An object is written
+// BucketStorage is a checkpoint.Storage in a gocloud.dev/blob bucket: S3
+// and S3-compatible servers, Google Cloud Storage, Azure Blob Storage, or
+// memory (Open opens one from a URL). An object is written
 // with one upload and appears whole when it completes; every write is
 // create-only (blob.WriterOptions.IfNotExist: If-None-Match on S3 and
 // Azure, a generation precondition on GCS), which is what the store's
@@ -28,7 +29,7 @@ type BucketStorage struct {
 	name string
 }
 
-// Bucket returns the Storage of bucket b (wrap it with blob.PrefixedBucket
+// Bucket returns the storage of bucket b (wrap it with blob.PrefixedBucket
 // to keep the store under a prefix). name says where it is in messages:
 // a URL without credentials. The caller keeps ownership of b.
 func Bucket(b *blob.Bucket, name string) *BucketStorage {
@@ -36,11 +37,6 @@ func Bucket(b *blob.Bucket, name string) *BucketStorage {
 }
 
 func (s *BucketStorage) String() string { return s.name }
-
-// errConflict: the service refused a create-only write because another one
-// of the same name was in progress (S3's 409 ConditionalRequestConflict):
-// neither is known to have won; write again to find out.
-var errConflict = errors.New("concurrent conditional write")
 
 // bucketErr gives an error of the bucket the meaning the store needs.
 func (s *BucketStorage) bucketErr(op, name string, err error) error {
@@ -59,14 +55,14 @@ func (s *BucketStorage) bucketErr(op, name string, err error) error {
 	case code == gcerrors.FailedPrecondition:
 		return &fs.PathError{Op: op, Path: where, Err: fs.ErrExist}
 	case strings.Contains(err.Error(), "ConditionalRequestConflict"):
-		return fmt.Errorf("%s %s: %w: %w", op, where, errConflict, err)
+		return fmt.Errorf("%s %s: %w: %w", op, where, checkpoint.ErrWriteConflict, err)
 	}
 	return fmt.Errorf("%s %s: %w", op, where, err)
 }
 
-func (s *BucketStorage) Create(ctx context.Context, name string) (ObjectWriter, error) {
-	if !validName(name) {
-		return nil, fmt.Errorf("%w: object name %q", ErrInvalid, name)
+func (s *BucketStorage) Create(ctx context.Context, name string) (checkpoint.ObjectWriter, error) {
+	if err := checkpoint.CheckName(name); err != nil {
+		return nil, err
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	w, err := s.b.NewWriter(wctx, name, &blob.WriterOptions{IfNotExist: true, ContentType: "application/octet-stream"})
@@ -108,7 +104,7 @@ func (w *bucketWriter) Abort() {
 	}
 }
 
-func (s *BucketStorage) Open(ctx context.Context, name string) (ObjectReader, error) {
+func (s *BucketStorage) Open(ctx context.Context, name string) (checkpoint.ObjectReader, error) {
 	attrs, err := s.b.Attributes(ctx, name)
 	if err != nil {
 		return nil, s.bucketErr("open", name, err)
