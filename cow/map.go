@@ -14,8 +14,9 @@ import (
 // those of the snapshots it hands out belong to the owner's single writer
 // goroutine.
 //
-// Costs, for n entries: Get, Set and Delete are O(log32 n) node visits plus a
-// binary search of one leaf of at most mapLeafMax entries; with no live
+// Costs, for n entries: Get, Set and Delete are O(log32 n) node visits plus an
+// interpolated search of one leaf of at most mapLeafMax entries (searchLeaf:
+// one or two cache lines); with no live
 // capture they allocate only when a leaf grows. With a live capture the first
 // write to a leaf in an epoch copies the leaf and its path (O(mapLeafMax +
 // depth*mapFanout) words); later writes to it in the same epoch are in place.
@@ -109,8 +110,8 @@ func (m *Map[K, V]) Set(k K, v V) (replaced bool) {
 // only when it must be kept.
 func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool) {
 	// beginWrite here and endWrite before each return, rather than around
-	// a call of the body: the call made an in-cache put 3% slower
-	// (BenchmarkWriteFlag, 16 rounds side by side).
+	// a call of the body: the extra call is measurable on an in-cache put
+	// (BenchmarkWriteFlag).
 	m.owner.beginWrite()
 	if m.owner.high.Load() == 0 {
 		// With no capture live, every node the live root reaches is the
@@ -121,8 +122,8 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 		// level's epoch and the leaf's owned bit, as updateInPlace must,
 		// reads one more cache line per branch: at 1M entries that is a
 		// quarter of a put. Written out here rather than as a branch of
-		// updateInPlace: a put measured about 5% faster (BenchmarkPut,
-		// snap=none, four rounds side by side).
+		// updateInPlace, which keeps the no-capture put free of the
+		// general path's checks (BenchmarkPut, snap=none).
 		if len(m.reuse.waiting) != 0 {
 			m.reuse.forget(m.owner) // all garbage with no capture live
 		}
@@ -161,10 +162,10 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 // do, without walking down a second time. It reports false, having changed
 // nothing, when a branch on the way is shared or the key is absent.
 //
-// (Copying the shared part of the path top down after the search, in the
-// same call, measured the same with a capture every 1000 puts and 90 ns a
-// put slower with a capture every 40 ms (BenchmarkCopyTax, mode=capture):
-// the branch headers were then read after the leaf's miss, not beside it.)
+// The branch headers are read on the way down, beside the lookup's own
+// loads, not after the leaf's cache miss: copying the shared part of the
+// path top down after the search costs a put more when captures are far
+// apart (BenchmarkCopyTax, mode=capture).
 func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 	high := m.owner.high.Load()
 	s := &m.root

@@ -382,9 +382,8 @@ func entryWords[K comparable, V any](ents []mapEntry[K, V]) []uint64 {
 // samePrefix returns how many leading entries x and y have bitwise
 // identical. It compares word by word: a leaf holds at most mapLeafMax
 // entries (but for true collisions), and one loop over their words costs
-// less than the calls of a binary search over memory compares, which this
-// replaced (BenchmarkDiff, side by side: 100K 63 -> 48 µs, 10M 115 -> 97-108
-// µs).
+// less than the calls of a binary search over memory compares
+// (BenchmarkDiff).
 func samePrefix[K comparable, V any](x, y []mapEntry[K, V]) int {
 	n := min(len(x), len(y))
 	if n == 0 {

@@ -231,9 +231,9 @@ func leafAt[K comparable, V any](p unsafe.Pointer, i uintptr) *mapEntry[K, V] {
 // spread uniformly below, so the position is interpolated from the remaining
 // bits and corrected by a short scan (a few entries: the error of the guess
 // grows as the square root of the leaf size). That touches one or two cache
-// lines where a binary search touches five or six; it measured faster than
-// both a binary search and a branch-free count over a window around the
-// guess. The leaf is addressed by pointer with no bounds checks: this is the
+// lines where a binary search touches five or six, and is faster than both
+// a binary search and a branch-free count over a window around the guess
+// (BenchmarkGet). The leaf is addressed by pointer with no bounds checks: this is the
 // innermost loop of every read and write.
 func searchLeaf[K comparable, V any](p unsafe.Pointer, n uintptr, h, rest uint64) uintptr {
 	i := uintptr((rest >> 32) * uint64(n) >> 32)
@@ -276,15 +276,13 @@ func (s *mapSlot[K, V]) lookup(h uint64, k K) (V, bool) {
 // which a writer may write only when it owns the leaf (with no capture
 // live, say). Read-only: safe on captured nodes.
 //
-// It is searchLeaf and findEntry written out over the raw leaf: against
-// the bounds-checked slice search it replaced, a get at 1M entries measured
-// 10 to 20% faster, and against a call of searchLeaf 210 ns to 265-285
-// (BenchmarkGet, side by side): the call ends the CPU's run-ahead into the
-// next lookups. The value is returned as well as the entry for the same
-// reason: a get that read it through the entry after the return measured
-// 250 ns against 200. The walk keeps the hash bits below the current
-// prefix at the top of rest, a shift a level, rather than recomputing the
-// slot from the depth (a get 2-4% faster).
+// It is searchLeaf and findEntry written out over the raw leaf, with no
+// bounds checks and no call: a call ends the CPU's run-ahead into the next
+// lookups, which is most of a get's speed at 1M entries (BenchmarkGet). The
+// value is returned as well as the entry for the same reason: reading it
+// through the entry after the return waits on the leaf's load again. The
+// walk keeps the hash bits below the current prefix at the top of rest, a
+// shift a level, rather than recomputing the slot from the depth.
 func (s *mapSlot[K, V]) lookupAt(h uint64, k K) (V, *mapEntry[K, V], bool) {
 	rest := h // the bits below the current node's prefix, at the top
 	for s.n == branchMark {

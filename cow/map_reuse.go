@@ -17,14 +17,12 @@ import (
 // writer reuses its memory for its next copy instead of asking the
 // allocator for fresh memory. The memory a copy writes into is then memory
 // the writer wrote one or two captures ago, still in the CPU's caches,
-// rather than memory the collector freed tens of milliseconds ago. With a
-// capture every 1000 puts at 1M entries (BenchmarkPut, snap=every1000) the
-// leaf copy into fresh memory cost 460 ns of a 1080-ns put; with leaves
-// reused the put takes 700-760 ns and allocates only its branch copies, 389
-// B (side by side with the code before: 1000-1120 ns, 1171 B per put). With
-// a full snapshot written back to back (BenchmarkPutWhileWriting), whose
-// epochs are 40-70 ms long, reused memory is as cold as fresh memory and
-// nothing changes measurably.
+// rather than memory the collector freed tens of milliseconds ago. With
+// frequent captures (BenchmarkPut, snap=every1000, at 1M entries) the copy
+// into fresh memory is almost half of a put, and with reuse a put
+// allocates only its branch copies. With captures tens of milliseconds
+// apart (BenchmarkPutWhileWriting) reused memory is as cold as fresh
+// memory, and reuse neither helps nor costs.
 //
 // # When a leaf may be reused
 //
