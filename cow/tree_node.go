@@ -8,9 +8,8 @@ package cow
 // 64 and 64: at 1e6 random int64 keys Get and Set are as fast as with
 // 32-wide nodes or faster (one level less), iteration is faster, and a Set
 // under a snapshot taken every 1000 writes (which copies about one leaf per
-// write) costs about the same; 16-wide leaves are slower
-// everywhere and 128-wide leaves make every copy twice as big for no gain
-// elsewhere. An
+// write) costs about the same; 16-wide leaves are slower everywhere and
+// 128-wide leaves make every copy twice as big for no gain elsewhere. An
 // int64/int64 leaf is 1056 bytes, a branch 1568.
 const (
 	treeLeafWidth   = 64 // most entries in a leaf
