@@ -75,20 +75,6 @@ func Example_windowedCount() {
 		}
 		defer loop.Close()
 		fmt.Println("restored:", start.Restored, "next click:", start.Meta)
-		count := func(c click) error {
-			w, err := minute.Assign(c.time)
-			if err != nil {
-				return err
-			}
-			if late, err := window.RegisterEnd(timers, c.user, w); late || err != nil {
-				return err // late: its window has fired, the click is dropped
-			}
-			n, _, err := pages.Get(c.user, w, c.page)
-			if err != nil {
-				return err
-			}
-			return pages.Put(c.user, w, c.page, n+1)
-		}
 		emit := func(user string, w window.TimeWindow, _ int64) error { // at the window's end
 			counts, err := pages.Iterate(user, w)
 			if err != nil {
@@ -97,14 +83,27 @@ func Example_windowedCount() {
 			fmt.Println(user, w, maps.Collect(counts))
 			return pages.Clear(user, w)
 		}
-		for i := start.Meta; i < stop; i++ {
-			if err := count(clicks[i]); err != nil {
+		for i := start.Meta; i < stop; i++ { // start.Meta: the next click to read
+			c := clicks[i]
+			w, err := minute.Assign(c.time)
+			if err != nil {
 				return err
 			}
-			if _, err := timers.AdvanceWatermark(clicks[i].time-10_000, emit); err != nil { // 10 s behind
+			if late, err := window.RegisterEnd(timers, c.user, w); err != nil {
+				return err
+			} else if !late { // a late click's window has fired: dropped
+				n, _, err := pages.Get(c.user, w, c.page)
+				if err != nil {
+					return err
+				}
+				if err := pages.Put(c.user, w, c.page, n+1); err != nil {
+					return err
+				}
+			}
+			if _, err := timers.AdvanceWatermark(c.time-10_000, emit); err != nil { // 10 s behind
 				return err
 			}
-			if err := loop.Processed(ctx, 1, i+1); err != nil {
+			if err := loop.Processed(ctx, 1, i+1); err != nil { // a checkpoint when one is due
 				return err
 			}
 		}
