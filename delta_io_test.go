@@ -5,10 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cowstate/cowstate"
-	"github.com/cowstate/cowstate/internal/testjob"
 	"slices"
 	"testing"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/internal/testjob"
 
 	"github.com/cowstate/cowstate/delta"
 	"github.com/cowstate/cowstate/snapshot"
@@ -58,7 +59,7 @@ func TestDelta_ChainRestoresEveryCheckpoint(t *testing.T) {
 			snap := src.B.Snapshot()
 			want = append(want, src.Dump(t, snap))
 			if prev == nil {
-				full = writeSnap(t, snap, false)
+				full = testjob.Encode(t, snap, false)
 			} else {
 				d, err := cowstate.Diff(prev, snap)
 				if err != nil {
@@ -81,7 +82,7 @@ func TestDelta_ChainRestoresEveryCheckpoint(t *testing.T) {
 		var got []string
 		for _, kgs := range ranges {
 			dst := testjob.New(t, maxPar, &kgs)
-			restoreInto(t, dst, full)
+			dst.Restore(t, full)
 			var chain []*delta.Delta
 			for _, f := range files[:at] {
 				chain = append(chain, readDelta(t, f, kgs))
@@ -119,7 +120,7 @@ func TestDelta_SmallChangeSmallDelta(t *testing.T) {
 	}
 	prev := j.B.Snapshot()
 	defer prev.Release()
-	full := writeSnap(t, prev, false)
+	full := testjob.Encode(t, prev, false)
 	j.List.Add("k", "n", -1)
 	j.Map.Put("k", "n", "x", 1)
 	next := j.B.Snapshot()

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/cowstate/cowstate"
-	"github.com/cowstate/cowstate/internal/testjob"
 	"slices"
 	"testing"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/internal/testjob"
 
 	"github.com/cowstate/cowstate/delta"
 	"github.com/cowstate/cowstate/snapshot"
@@ -38,7 +39,7 @@ func TestRestoreChains_AllOrNothing(t *testing.T) {
 	src := testjob.New(t, 16, nil)
 	src.Load(300, 1)
 	s1 := src.B.Snapshot()
-	full := writeSnap(t, s1, false)
+	full := testjob.Encode(t, s1, false)
 	src.Load(300, 2)
 	s2 := src.B.Snapshot()
 	d, err := cowstate.Diff(s1, s2)

@@ -13,40 +13,17 @@ import (
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/internal/testjob"
 
-	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 )
-
-func writeSnap(t testing.TB, snap *cowstate.Snapshot, savepoint bool) []byte {
-	var buf bytes.Buffer
-	write := cowstate.WriteSnapshot
-	if savepoint {
-		write = cowstate.WriteSavepoint
-	}
-	if err := write(context.Background(), &buf, snap, nil); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func restoreInto(t testing.TB, j *testjob.Job, file []byte) {
-	r, err := snapshot.Open(bytes.NewReader(file), int64(len(file)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.B.Restore(context.Background(), r); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func TestSnapshot_RoundTrip(t *testing.T) {
 	src := testjob.New(t, 64, nil)
 	src.Load(500, 3)
 	snap := src.B.Snapshot()
-	file := writeSnap(t, snap, false)
+	file := testjob.Encode(t, snap, false)
 	src.Load(100, 7) // later writes must not show in the file
 	dst := testjob.New(t, 64, nil)
-	restoreInto(t, dst, file)
+	dst.Restore(t, file)
 	if got, want := dst.Dump(t, nil), src.Dump(t, snap); !slices.Equal(got, want) {
 		t.Fatalf("restored %d lines, want %d", len(got), len(want))
 	}
@@ -98,7 +75,7 @@ func TestSnapshot_WriteWhileMutating(t *testing.T) {
 			t.Fatalf("write %d reported no progress", i)
 		}
 		dst := testjob.New(t, 32, nil)
-		restoreInto(t, dst, f.buf.Bytes())
+		dst.Restore(t, f.buf.Bytes())
 		if got := dst.Dump(t, nil); !slices.Equal(got, f.want) {
 			t.Fatalf("write %d restores %d lines, want %d", i, len(got), len(f.want))
 		}
@@ -147,7 +124,7 @@ func TestSnapshot_ParallelWrites(t *testing.T) {
 		want []string
 	}{{slow.buf.Bytes(), want1}, {fast.Bytes(), want2}} {
 		dst := testjob.New(t, 16, nil)
-		restoreInto(t, dst, c.file)
+		dst.Restore(t, c.file)
 		if !slices.Equal(dst.Dump(t, nil), c.want) {
 			t.Fatalf("snapshot %d restored wrong", i+1)
 		}

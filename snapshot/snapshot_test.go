@@ -19,37 +19,13 @@ import (
 	"pgregory.net/rapid"
 )
 
-func writeSnap(t testing.TB, snap *cowstate.Snapshot, savepoint bool) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	write := cowstate.WriteSnapshot
-	if savepoint {
-		write = cowstate.WriteSavepoint
-	}
-	if err := write(context.Background(), &buf, snap, nil); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func restoreInto(t testing.TB, j *testjob.Job, file []byte) {
-	t.Helper()
-	r, err := snapshot.Open(bytes.NewReader(file), int64(len(file)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.B.Restore(context.Background(), r); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestSnapshot_Rescale(t *testing.T) {
 	const maxPar = 128
 	src := testjob.New(t, maxPar, nil)
 	src.Load(800, 5)
 	snap := src.B.Snapshot()
 	defer snap.Release()
-	file := writeSnap(t, snap, false)
+	file := testjob.Encode(t, snap, false)
 	want := src.Dump(t, snap)
 	for _, parts := range [][]statetable.KeyGroupRange{
 		{statetable.RangeForOperator(maxPar, 2, 0), statetable.RangeForOperator(maxPar, 2, 1)},
@@ -59,7 +35,7 @@ func TestSnapshot_Rescale(t *testing.T) {
 		var got []string
 		for _, kgs := range parts {
 			dst := testjob.New(t, maxPar, &kgs)
-			restoreInto(t, dst, file)
+			dst.Restore(t, file)
 			d := dst.Dump(t, nil)
 			if kgs.Empty() && len(d) != 0 {
 				t.Fatalf("a backend owning no key group restored %d lines", len(d))
@@ -74,10 +50,10 @@ func TestSnapshot_Rescale(t *testing.T) {
 	// A rescaled backend's own snapshot restores into a wider one.
 	half := statetable.RangeForOperator(maxPar, 2, 1)
 	a := testjob.New(t, maxPar, &half)
-	restoreInto(t, a, file)
-	again := writeSnap(t, a.B.Snapshot(), false)
+	a.Restore(t, file)
+	again := testjob.Encode(t, a.B.Snapshot(), false)
 	b := testjob.New(t, maxPar, nil)
-	restoreInto(t, b, again)
+	b.Restore(t, again)
 	if !slices.Equal(b.Dump(t, nil), a.Dump(t, nil)) {
 		t.Fatal("snapshot of a rescaled backend does not restore to the same state")
 	}
@@ -86,7 +62,7 @@ func TestSnapshot_Rescale(t *testing.T) {
 func TestSnapshot_Mismatch(t *testing.T) {
 	src := testjob.New(t, 64, nil)
 	src.Load(20, 1)
-	file := writeSnap(t, src.B.Snapshot(), false)
+	file := testjob.Encode(t, src.B.Snapshot(), false)
 	r, err := snapshot.Open(bytes.NewReader(file), int64(len(file)))
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +117,7 @@ func TestSnapshot_SavepointCanonical(t *testing.T) {
 			b.Timers.DeleteEventTime(fmt.Sprint(k), "w", 3)
 		}
 		b.B.Snapshot().Release()
-		pa, pb := writeSnap(t, a.B.Snapshot(), true), writeSnap(t, b.B.Snapshot(), true)
+		pa, pb := testjob.Encode(t, a.B.Snapshot(), true), testjob.Encode(t, b.B.Snapshot(), true)
 		if !bytes.Equal(pa, pb) {
 			rt.Fatalf("savepoints of the same logical state differ: %d and %d bytes", len(pa), len(pb))
 		}
@@ -153,7 +129,7 @@ func TestSnapshot_SavepointCanonical(t *testing.T) {
 func TestSnapshot_Corrupt(t *testing.T) {
 	j := testjob.New(t, 16, nil)
 	j.Load(40, 1)
-	file := writeSnap(t, j.B.Snapshot(), false)
+	file := testjob.Encode(t, j.B.Snapshot(), false)
 	try := func(b []byte) error {
 		r, err := snapshot.Open(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
@@ -187,8 +163,8 @@ func TestSnapshot_Corrupt(t *testing.T) {
 func FuzzSnapshotRestore(f *testing.F) {
 	j := testjob.New(f, 16, nil)
 	j.Load(30, 1)
-	f.Add(writeSnap(f, j.B.Snapshot(), false))
-	f.Add(writeSnap(f, j.B.Snapshot(), true))
+	f.Add(testjob.Encode(f, j.B.Snapshot(), false))
+	f.Add(testjob.Encode(f, j.B.Snapshot(), true))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := snapshot.Open(bytes.NewReader(b), int64(len(b)))
 		if err != nil {

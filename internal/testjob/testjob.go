@@ -5,11 +5,14 @@
 package testjob
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 	"pgregory.net/rapid"
 )
@@ -127,5 +130,32 @@ func (j *Job) RandomStep(rt *rapid.T) {
 			_, err := j.Timers.RegisterEventTime(key, ns, ts+3)
 			return err
 		})
+	}
+}
+
+// Encode writes snap in the snapshot format (a savepoint if savepoint) and
+// returns the file's bytes.
+func Encode(t testing.TB, snap *cowstate.Snapshot, savepoint bool) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	write := cowstate.WriteSnapshot
+	if savepoint {
+		write = cowstate.WriteSavepoint
+	}
+	if err := write(context.Background(), &buf, snap, nil); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Restore restores the snapshot file into j's backend.
+func (j *Job) Restore(t testing.TB, file []byte) {
+	t.Helper()
+	r, err := snapshot.Open(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.B.Restore(context.Background(), r); err != nil {
+		t.Fatal(err)
 	}
 }
