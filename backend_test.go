@@ -367,3 +367,54 @@ func TestBackend_ConcurrentSnapshotReaders(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Reading one backend's snapshot through another backend's state or timer
+// service (even one of the same name and types) is an error, not a read of
+// the other backend's entries, and not a panic.
+func TestBackend_ForeignSnapshot(t *testing.T) {
+	a, b := newBackend(t), newBackend(t)
+	var counts [2]*statetable.ValueState[string, void, int64]
+	var timers [2]*TimerService[string, void]
+	for i, be := range []*Backend{a, b} {
+		var err error
+		if counts[i], err = Value(be, "count", statetable.String, statetable.Void, statetable.Int64, 0); err != nil {
+			t.Fatal(err)
+		}
+		if timers[i], err = Timers(be, "t", statetable.String, statetable.Void); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := counts[1].Put("k", ns0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := timers[1].RegisterEventTime("k", ns0, 100); err != nil {
+		t.Fatal(err)
+	}
+	snapB := b.Snapshot()
+	defer snapB.Release()
+
+	if _, ok, err := counts[0].LookupAt(snapB.State(), "k", ns0); !errors.Is(err, ErrForeignSnapshot) || ok {
+		t.Fatalf("LookupAt of b's snapshot through a's state: %v, %v; want ErrForeignSnapshot", ok, err)
+	}
+	for name, seq := range map[string]func() (Timer[string, void], error){
+		"EventTimersAt":      func() (Timer[string, void], error) { return first(timers[0].EventTimersAt(snapB)) },
+		"ProcessingTimersAt": func() (Timer[string, void], error) { return first(timers[0].ProcessingTimersAt(snapB)) },
+		"EventTimersAt(nil)": func() (Timer[string, void], error) { return first(timers[0].EventTimersAt(nil)) },
+	} {
+		if tm, err := seq(); !errors.Is(err, ErrForeignSnapshot) {
+			t.Errorf("%s of b's snapshot through a's service: %v, %v; want ErrForeignSnapshot", name, tm, err)
+		}
+	}
+	if tm, err := first(timers[1].EventTimersAt(snapB)); err != nil || tm.Timestamp != 100 {
+		t.Fatalf("own snapshot: %v, %v", tm, err)
+	}
+}
+
+// first returns the first element of seq, or an error if it yields none.
+func first[T any](seq func(func(T, error) bool)) (T, error) {
+	for v, err := range seq {
+		return v, err
+	}
+	var zero T
+	return zero, errors.New("no element")
+}

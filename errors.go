@@ -1,6 +1,10 @@
 package cowstate
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/cowstate/cowstate/statetable"
+)
 
 // Sentinel errors of the backend, matched with errors.Is. The state table's
 // errors (statetable.ErrKeyGroupNotOwned, statetable.ErrStateMismatch, ...)
@@ -19,4 +23,9 @@ var (
 	// StartWrite) that was released before the write, or during it from
 	// another goroutine. What the write put out is not a snapshot.
 	ErrReleased = errors.New("cowstate: snapshot released")
+	// ErrForeignSnapshot: a snapshot of another backend (or nil) read
+	// through a state or timer service (GetAt, LookupAt, PairsAt, KeysAt,
+	// IterateAt, EventTimersAt...). The same sentinel as
+	// statetable.ErrForeignSnapshot.
+	ErrForeignSnapshot = statetable.ErrForeignSnapshot
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/cowstate/cowstate"
@@ -47,24 +46,23 @@ func Example() {
 }
 
 // A windowed count as a Flink job: per user, one-minute tumbling event-time
-// windows of page views in a map state, emitted by the end-of-window timer.
-// A checkpoint loop keeps the input offset and the watermark; a process
-// dies after a checkpoint, and the next resumes from it.
+// windows of page views, summed in a reducing state and emitted by the
+// end-of-window timer. A checkpoint loop keeps the input offset and the
+// watermark; a process dies after a checkpoint, and the next resumes from it.
 func Example_windowedCount() {
-	type click struct {
-		user, page string
-		time       int64 // event time, ms
-	}
-	clicks := []click{{"ann", "/home", 5_000}, {"bob", "/home", 20_000}, {"ann", "/cart", 40_000},
-		{"ann", "/home", 50_000}, {"ann", "/home", 70_000}, {"bob", "/cart", 130_000}}
+	clicks := []struct {
+		user string
+		time int64 // event time, ms
+	}{{"ann", 5_000}, {"bob", 20_000}, {"ann", 40_000}, {"ann", 50_000}, {"ann", 70_000}, {"bob", 130_000}}
 	ctx, store, minute := context.Background(), checkpoint.Memory(), window.Tumbling{Size: 60_000}
+	sum := func(x, y int64) int64 { return x + y }
 
 	run := func(stop int) error { // one process: resume, then handle the clicks up to stop
 		b, err := cowstate.New(cowstate.Config{})
 		if err != nil {
 			return err
 		}
-		pages, err1 := cowstate.Map(b, "pages", statetable.String, window.Codec, statetable.String, statetable.Int64)
+		views, err1 := cowstate.Reducing(b, "views", statetable.String, window.Codec, statetable.Int64, sum)
 		timers, err2 := cowstate.Timers(b, "windows", statetable.String, window.Codec)
 		if err := errors.Join(err1, err2); err != nil {
 			return err
@@ -73,42 +71,37 @@ func Example_windowedCount() {
 		if err != nil {
 			return err
 		}
-		defer loop.Close()
 		fmt.Println("restored:", start.Restored, "next click:", start.Meta)
 		emit := func(user string, w window.TimeWindow, _ int64) error { // at the window's end
-			counts, err := pages.Iterate(user, w)
+			n, _, err := views.Get(user, w)
 			if err != nil {
 				return err
 			}
-			fmt.Println(user, w, maps.Collect(counts))
-			return pages.Clear(user, w)
+			fmt.Println(user, w, n)
+			return views.Clear(user, w)
 		}
-		for i := start.Meta; i < stop; i++ { // start.Meta: the next click to read
+		for i := start.Meta; i < stop; i++ {
 			c := clicks[i]
 			w, err := minute.Assign(c.time)
 			if err != nil {
 				return err
 			}
-			if late, err := window.RegisterEnd(timers, c.user, w); err != nil {
+			late, err := window.RegisterEnd(timers, c.user, w)
+			if err == nil && !late { // late: its window has fired, the click is dropped
+				err = views.Add(c.user, w, 1)
+			}
+			if err != nil {
 				return err
-			} else if !late { // a late click's window has fired: dropped
-				n, _, err := pages.Get(c.user, w, c.page)
-				if err != nil {
-					return err
-				}
-				if err := pages.Put(c.user, w, c.page, n+1); err != nil {
-					return err
-				}
 			}
 			if _, err := timers.AdvanceWatermark(c.time-10_000, emit); err != nil { // 10 s behind
 				return err
 			}
-			if err := loop.Processed(ctx, 1, i+1); err != nil { // a checkpoint when one is due
+			if err := loop.Processed(ctx, 1, i+1); err != nil {
 				return err
 			}
 		}
 		_, err = loop.Sync(ctx, stop) // a checkpoint now; then the first process dies
-		return err
+		return errors.Join(err, loop.Close())
 	}
 	if err := errors.Join(run(4), run(len(clicks))); err != nil {
 		fmt.Println(err)
@@ -116,7 +109,7 @@ func Example_windowedCount() {
 	// Output:
 	// restored: false next click: 0
 	// restored: true next click: 4
-	// ann [0, 60000) map[/cart:1 /home:2]
-	// bob [0, 60000) map[/home:1]
-	// ann [60000, 120000) map[/home:1]
+	// ann [0, 60000) 3
+	// bob [0, 60000) 1
+	// ann [60000, 120000) 1
 }

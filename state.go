@@ -5,9 +5,11 @@ import "github.com/cowstate/cowstate/statetable"
 // The functions below register keyed states on a backend: a state is named,
 // has codecs for its key, namespace and values (statetable ships codecs for
 // strings, bytes, integers, float64 and bool; statetable.FuncCodec wraps
-// your own), and registering a name again returns the same state if kind
-// and codecs match, else an error matching statetable.ErrStateMismatch.
-// Writer goroutine only.
+// your own), and registering a name again returns the same state if kind,
+// codecs, Go types and (for Value) the default match, else an error
+// matching statetable.ErrStateMismatch that names the state. Functions
+// (reduce, aggregate) cannot be compared: a re-registration keeps the
+// first. Writer goroutine only.
 
 // Value registers a value state: one value per key and namespace, def when
 // absent.
@@ -34,7 +36,9 @@ func Reducing[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc s
 }
 
 // Aggregating registers an aggregating state: inputs are added to an
-// accumulator, results read from it.
+// accumulator, results read from it. Go infers every type parameter from
+// the arguments: K and N from the codecs, IN, ACC and OUT from fn's methods,
+// so a call spells none (cowstate.Aggregating(b, "avg", kc, nc, ac, avg{})).
 func Aggregating[K, N, IN, ACC, OUT any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ac statetable.Codec[ACC], fn statetable.AggregateFunction[IN, ACC, OUT]) (*statetable.AggregatingState[K, N, IN, ACC, OUT], error) {
 	return statetable.NewAggregating(b.table, name, kc, nc, ac, fn)
 }

@@ -170,7 +170,8 @@ func (s *TimerService[K, N]) advance(q *timerqueue.Queue, upTo int64, fire func(
 }
 
 // EventTimersAt yields the event-time timers of a snapshot in firing order;
-// any goroutine while the snapshot is live.
+// any goroutine while the snapshot is live. A snapshot of another backend
+// (or nil) yields one error matching ErrForeignSnapshot.
 func (s *TimerService[K, N]) EventTimersAt(snap *Snapshot) iter.Seq2[Timer[K, N], error] {
 	return s.timersAt(snap, true)
 }
@@ -189,6 +190,10 @@ type Timer[K, N any] struct {
 
 func (s *TimerService[K, N]) timersAt(snap *Snapshot, event bool) iter.Seq2[Timer[K, N], error] {
 	return func(yield func(Timer[K, N], error) bool) {
+		if snap == nil || snap.capture.Owner() != s.b.owner {
+			yield(Timer[K, N]{}, fmt.Errorf("%w: timer service %q read at a snapshot of another backend, or nil", ErrForeignSnapshot, s.name))
+			return
+		}
 		v, ok := snap.timers[s.name]
 		if !ok {
 			return // registered after the snapshot: it had no timers

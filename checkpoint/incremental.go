@@ -76,7 +76,7 @@ func (s *Store) writeIncremental(ctx context.Context, cp *Checkpoint, base *chec
 		chain = chain[:keep]
 	}
 	name := deltaName(epoch, segBase, cp.id) // in cp.names since take
-	n, sum, err := writeObject(ctx, s.st, name, func(w io.Writer) error {
+	n, sum, err := writeObject(ctx, s.st, name, &cp.sync, func(w io.Writer) error {
 		_, err := w.Write(file)
 		cp.progress.Bytes.Add(int64(len(file)))
 		cp.progress.Entries.Add(int64(m.Changed))
@@ -85,6 +85,7 @@ func (s *Store) writeIncremental(ctx context.Context, cp *Checkpoint, base *chec
 	if err != nil {
 		return nil, err
 	}
+	cp.written += n
 	seg := Segment{Name: name, Delta: true, Base: segBase, Target: cp.id, Size: n, Sum: sumHex(sum)}
 	if seg.Skeleton, err = skeletonSum(ctx, s.st, seg, file); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/cowstate/cowstate/delta"
@@ -17,8 +18,10 @@ import (
 )
 
 // writeObject writes a new object through write and commits it; it returns
-// its size and xxhash64. A failed write leaves no object under name.
-func writeObject(ctx context.Context, st Storage, name string, write func(io.Writer) error) (int64, uint64, error) {
+// its size and xxhash64, and adds to *sync (if not nil) the time the
+// storage took to commit it (make it durable). A failed write leaves no
+// object under name.
+func writeObject(ctx context.Context, st Storage, name string, sync *time.Duration, write func(io.Writer) error) (int64, uint64, error) {
 	w, err := st.Create(ctx, name)
 	if err != nil {
 		return 0, 0, storageErr("create "+name, err)
@@ -32,7 +35,12 @@ func writeObject(ctx context.Context, st Storage, name string, write func(io.Wri
 		}
 		return 0, 0, storageErr("write "+name, err)
 	}
-	if err := w.Commit(); err != nil {
+	start := time.Now()
+	err = w.Commit()
+	if sync != nil {
+		*sync += time.Since(start)
+	}
+	if err != nil {
 		w.Abort()
 		return 0, 0, storageErr("commit "+name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -92,6 +93,16 @@ type Options struct {
 	// damaged, from the newest intact one (Skipped names what was
 	// skipped); without it Open fails with ErrCorrupt naming the manifest.
 	SkipDamaged bool
+	// OnCheckpoint, if set, is called with each checkpoint's and
+	// savepoint's CheckpointEvent once it has committed or failed, before
+	// its handle is Done, on the goroutine that wrote it (never the
+	// backend's writer): it must not touch the backend, and it delays
+	// only that checkpoint's Done. Calls for checkpoints in flight at once
+	// may run concurrently.
+	OnCheckpoint func(CheckpointEvent)
+	// Logger, if set, logs each CheckpointEvent: at Info when committed,
+	// at Warn when failed.
+	Logger *slog.Logger
 }
 
 // Store takes a backend's checkpoints and savepoints into a Storage and
@@ -337,6 +348,12 @@ type Checkpoint struct {
 	progress  snapshot.Progress
 	capture   time.Duration
 
+	// Set by the write's goroutine, read once done is closed.
+	kind    Kind          // the kind being written
+	written int64         // bytes of the segments written
+	sync    time.Duration // in the storage's commits of the segments
+	commitT time.Duration // committing the manifest
+
 	// Set before done is closed.
 	err      error
 	manifest *Manifest
@@ -437,6 +454,7 @@ func (s *Store) take(ctx context.Context, id uint64, savepoint bool, userMeta []
 	ctx, cancel := context.WithCancel(ctx)
 	cp := &Checkpoint{id: id, savepoint: savepoint, done: make(chan struct{}), cancel: cancel, snap: snap, capture: time.Since(start), userMeta: userMeta}
 	if savepoint {
+		cp.kind = KindSavepoint
 		cp.names = []string{savepointName(epoch, id)}
 		s.use(cp.names...)
 		go s.finish(cp, nil, func() (*Manifest, error) { return s.writeSavepoint(ctx, cp, epoch) })
@@ -494,6 +512,7 @@ func (s *Store) finish(cp *Checkpoint, base *checkpointBase, write func() (*Mani
 		cp.manifest = nil
 	}
 	cp.cancel()
+	s.report(cp)
 	close(cp.done)
 }
 
@@ -560,6 +579,7 @@ func (s *Store) writeSavepoint(ctx context.Context, cp *Checkpoint, epoch uint64
 		return nil, err
 	}
 	m.Segments = []Segment{seg}
+	defer cp.timeCommit(time.Now())
 	return m, s.commit(ctx, fmt.Sprintf("savepoint %d", cp.id), func(next *storeManifest) error {
 		m.Committed = next.Committed
 		next.Savepoints = append(next.Savepoints, m)
@@ -572,13 +592,14 @@ func (s *Store) writeSavepoint(ctx context.Context, cp *Checkpoint, epoch uint64
 func byID(a, b *Manifest) int { return cmp.Compare(a.ID, b.ID) }
 
 func (s *Store) writeFull(ctx context.Context, cp *Checkpoint, name string, savepoint bool) (Segment, error) {
-	size, sum, err := writeObject(ctx, s.st, name, func(w io.Writer) error {
+	size, sum, err := writeObject(ctx, s.st, name, &cp.sync, func(w io.Writer) error {
 		write := cowstate.WriteSnapshot
 		if savepoint {
 			write = cowstate.WriteSavepoint
 		}
 		return write(ctx, w, cp.snap, &cp.progress)
 	})
+	cp.written += size
 	seg := Segment{Name: name, Target: cp.id, Size: size, Sum: sumHex(sum)}
 	if err == nil {
 		seg.Skeleton, err = skeletonSum(ctx, s.st, seg, nil)
@@ -591,12 +612,14 @@ func (s *Store) writeFull(ctx context.Context, cp *Checkpoint, name string, save
 func (s *Store) writeCheckpoint(ctx context.Context, cp *Checkpoint, base *checkpointBase, epoch uint64) (*Manifest, error) {
 	var m *Manifest
 	if base != nil {
+		cp.kind = KindIncremental
 		var err error
 		if m, err = s.writeIncremental(ctx, cp, base, epoch); err != nil {
 			return nil, err
 		}
 	}
 	if m == nil {
+		cp.kind = KindFull
 		m = manifestOf(cp, KindFull, epoch)
 		seg, err := s.writeFull(ctx, cp, fullName(epoch, cp.id), false)
 		if err != nil {
@@ -604,6 +627,7 @@ func (s *Store) writeCheckpoint(ctx context.Context, cp *Checkpoint, base *check
 		}
 		m.Segments = []Segment{seg}
 	}
+	defer cp.timeCommit(time.Now())
 	return m, s.commit(ctx, fmt.Sprintf("%s checkpoint %d", m.Kind, cp.id), func(next *storeManifest) error {
 		m.Committed = next.Committed
 		next.Checkpoints = append(next.Checkpoints, m)

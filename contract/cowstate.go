@@ -80,7 +80,7 @@ func (c *cowBackend) RegisterState(name string, kind statetable.Kind) (err error
 	case statetable.KindReducing:
 		h.r, err = cowstate.Reducing(c.b, name, str, str, str, Reduce)
 	case statetable.KindAggregating:
-		h.a, err = cowstate.Aggregating[string, string, string, string, string](c.b, name, str, str, str, Aggregate{})
+		h.a, err = cowstate.Aggregating(c.b, name, str, str, str, Aggregate{})
 	default:
 		err = fmt.Errorf("%w: state %q of unknown kind %v", ErrKind, name, kind)
 	}

@@ -87,7 +87,7 @@ func (a badAggregate) Merge(x, y string) string {
 
 func aggregating(fn badAggregate) func(Config) Backend {
 	return withTyped(func(b *cowstate.Backend) error {
-		_, err := cowstate.Aggregating[string, string, string, string, string](b, "aggregating", str, str, str, fn)
+		_, err := cowstate.Aggregating(b, "aggregating", str, str, str, fn)
 		return err
 	})
 }

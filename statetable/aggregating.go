@@ -18,7 +18,8 @@ type AggregatingState[K, N, IN, ACC, OUT any] struct {
 }
 
 // NewAggregating registers an aggregating state; ac is the accumulator's
-// codec.
+// codec. The type parameters are inferred from the arguments (IN, ACC and
+// OUT from fn's methods): a call names none.
 func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT]) (*AggregatingState[K, N, IN, ACC, OUT], error) {
 	info := StateInfo{Name: name, Kind: KindAggregating, Codec: []string{kc.ID(), nc.ID(), ac.ID()}}
 	return registerAs[*AggregatingState[K, N, IN, ACC, OUT]](t, info, func() registered {

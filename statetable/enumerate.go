@@ -88,7 +88,7 @@ func mustDecode[T any](c Codec[T], b string, info StateInfo) T {
 // pair, nothing allocated up front; stopping early costs what was read.
 // Any goroutine, concurrently with the writer, while snap is live.
 func (c *cells[K, N, C]) PairsAt(snap *Snapshot) (iter.Seq2[K, N], error) {
-	view, err := viewOf[C](snap, c.info)
+	view, err := viewOf[C](snap, c.t, c.info)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (c *cells[K, N, C]) KeysAt(snap *Snapshot, ns N) (iter.Seq[K], error) {
 	if c.nillable && isNil(ns) {
 		return nil, fmt.Errorf("%w: state %q", ErrNilNamespace, c.info.Name)
 	}
-	view, err := viewOf[C](snap, c.info)
+	view, err := viewOf[C](snap, c.t, c.info)
 	if err != nil {
 		return nil, err
 	}

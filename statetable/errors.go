@@ -8,8 +8,11 @@ var (
 	// ErrUnknownState: no state is registered under the name.
 	ErrUnknownState = errors.New("statetable: unknown state")
 	// ErrStateMismatch: a state is registered again, or restored, with
-	// another kind or codec than it has.
+	// another kind, codec or default value than it has.
 	ErrStateMismatch = errors.New("statetable: state registered with another kind or codec")
+	// ErrForeignSnapshot: a snapshot read through a state of another table
+	// (another backend), or a nil snapshot.
+	ErrForeignSnapshot = errors.New("statetable: snapshot of another table")
 	// ErrNilNamespace: a namespace was nil where one is required.
 	ErrNilNamespace = errors.New("statetable: nil namespace")
 	// ErrKeyGroupNotOwned: the key belongs to a key group outside the range

@@ -10,6 +10,7 @@ import (
 // under one cow.Capture. Read it through the typed states' At methods, from
 // any goroutine, until the capture is released.
 type Snapshot struct {
+	table   *Table // whose states may read it
 	capture *cow.Capture
 	views   map[string]any // state name -> cellView[C]
 	regs    map[string]registered
@@ -22,7 +23,7 @@ type Snapshot struct {
 // must have taken with no write since (see cow.Map.View). O(number of
 // states), independent of their size. Writer goroutine only.
 func (t *Table) View(c *cow.Capture) *Snapshot {
-	s := &Snapshot{capture: c, views: make(map[string]any, len(t.states)), regs: make(map[string]registered, len(t.states)), maxPar: t.maxPar, owned: t.owned}
+	s := &Snapshot{table: t, capture: c, views: make(map[string]any, len(t.states)), regs: make(map[string]registered, len(t.states)), maxPar: t.maxPar, owned: t.owned}
 	for _, n := range t.names {
 		r := t.states[n]
 		s.views[n] = r.view(c)
@@ -44,8 +45,17 @@ func (s *Snapshot) KeyGroups() KeyGroupRange { return s.owned }
 // States returns the states the snapshot holds, in registration order.
 func (s *Snapshot) States() []StateInfo { return s.infos }
 
-// viewOf returns the typed view of a state in s.
-func viewOf[C any](s *Snapshot, info StateInfo) (cellView[C], error) {
+// viewOf returns the typed view of a state of table t in s: an error
+// matching ErrForeignSnapshot if s is nil or a view of another table, so
+// that a state never reads another backend's entries, even of a state of
+// the same name and types.
+func viewOf[C any](s *Snapshot, t *Table, info StateInfo) (cellView[C], error) {
+	if s == nil {
+		return cellView[C]{}, fmt.Errorf("%w: state %q read at a nil snapshot", ErrForeignSnapshot, info.Name)
+	}
+	if s.table != t {
+		return cellView[C]{}, fmt.Errorf("%w: state %q read at a snapshot (version %d) of another table", ErrForeignSnapshot, info.Name, s.capture.Epoch())
+	}
 	v, ok := s.views[info.Name]
 	if !ok {
 		return cellView[C]{}, fmt.Errorf("%w %q in snapshot (registered after it was taken)", ErrUnknownState, info.Name)
@@ -57,7 +67,7 @@ func viewOf[C any](s *Snapshot, info StateInfo) (cellView[C], error) {
 // fresh buffer, so readers on other goroutines do not share the writer's.
 func (c *cells[K, N, C]) getAt(s *Snapshot, key K, ns N) (C, bool, error) {
 	var zero C
-	view, err := viewOf[C](s, c.info)
+	view, err := viewOf[C](s, c.t, c.info)
 	if err != nil {
 		return zero, false, err
 	}

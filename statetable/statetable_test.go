@@ -92,7 +92,7 @@ func newStates(t testing.TB) *states {
 	must(err)
 	s.reduce, err = NewReducing(s.t, "reduce", String, String, Int64, func(a, b int64) int64 { return a + b })
 	must(err)
-	s.agg, err = NewAggregating(s.t, "agg", String, String, accCodec, AggregateFunction[int64, [2]int64, string](sumAgg{}))
+	s.agg, err = NewAggregating(s.t, "agg", String, String, accCodec, sumAgg{})
 	must(err)
 	return s
 }

@@ -121,6 +121,9 @@ type registered interface {
 	handle() any
 	// view returns the state's storage as frozen by a capture.
 	view(c *cow.Capture) any
+	// sampleBytes returns the encoded size of the first n entries, and
+	// how many there were (see Table.Stats).
+	sampleBytes(n int) (bytes, sampled int)
 	// viewLen returns the number of entries of a view.
 	viewLen(view any) int
 	// scan yields the entries of a view with entry hash in [lo, hi], in

@@ -14,11 +14,11 @@ import "fmt"
 // Cost O(n); writer goroutine only (also from an Advance callback). Under
 // the invariants build tag, every mutation runs it and panics if it fails.
 func (q *Queue) Check() error {
-	if err := q.tree.Check(); err != nil {
+	if err := qtree(q).Check(); err != nil {
 		return fmt.Errorf("%w: tree: %w", ErrInvariant, err)
 	}
 	i := 0
-	for t, kg := range q.tree.All() {
+	for t, kg := range qtree(q).All() {
 		if kg < 0 {
 			return fmt.Errorf("%w: timer %d %+v has key group %d", ErrInvariant, i, t, kg)
 		}
@@ -40,7 +40,7 @@ func (q *Queue) Check() error {
 		}
 	}
 	if len(p) > 0 {
-		if first, _, ok := q.tree.Min(); ok && Compare(p[len(p)-1].Key, first) >= 0 {
+		if first, _, ok := qtree(q).Min(); ok && Compare(p[len(p)-1].Key, first) >= 0 {
 			return fmt.Errorf("%w: last pending timer %+v does not sort before the first in the tree %+v", ErrInvariant, p[len(p)-1].Key, first)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/cowstate/cowstate/internal/invariants"
 
@@ -43,7 +44,12 @@ const defaultBatch = 256
 // it sorts before the last pending timer and to the tree otherwise (and a
 // buffer that callbacks grow too long goes back to the tree whole).
 type Queue struct {
-	tree *cow.Tree[Timer, int]
+	// treep is the *cow.Tree[Timer, int], read through qtree. It is not
+	// typed because a compiler that loads a type compiles every method of
+	// every generic instantiation its fields name, and every importer of the
+	// cowstate package loads Queue: typed, each user package recompiled the
+	// whole tree (about a second of CPU a build; bench/compilecost).
+	treep unsafe.Pointer
 
 	// Advance state. pend[head:] are the pending timers, ascending; pend[:head]
 	// were fired (and zeroed). Both are empty outside Advance.
@@ -63,13 +69,13 @@ type Queue struct {
 // (state tables, the other time domain). O(1).
 func New(owner *cow.Owner) *Queue {
 	return &Queue{
-		tree:  cow.NewTree[Timer, int](owner, Compare, cow.Equal[int]),
+		treep: unsafe.Pointer(cow.NewTree[Timer, int](owner, Compare, cow.Equal[int])),
 		batch: defaultBatch,
 	}
 }
 
 // Owner returns the owner of the queue's tree.
-func (q *Queue) Owner() *cow.Owner { return q.tree.Owner() }
+func (q *Queue) Owner() *cow.Owner { return qtree(q).Owner() }
 
 // pending returns the timers Advance popped and has not fired yet,
 // ascending; empty outside Advance.
@@ -109,7 +115,7 @@ func (q *Queue) Register(t Timer, keyGroup int) (added bool) {
 		}
 		if len(q.pending()) < 2*q.batch {
 			q.pend = slices.Insert(q.pend, i, cow.Entry[Timer, int]{Key: t, Val: keyGroup})
-			q.pendWrote = q.tree.Owner().Epoch()
+			q.pendWrote = qtree(q).Owner().Epoch()
 			q.verify("Register")
 			return true
 		}
@@ -118,7 +124,7 @@ func (q *Queue) Register(t Timer, keyGroup int) (added bool) {
 		// pops it again) and register t there.
 		q.flushPending()
 	}
-	added = !q.tree.Set(t, keyGroup)
+	added = !qtree(q).Set(t, keyGroup)
 	q.verify("Register")
 	return added
 }
@@ -133,11 +139,11 @@ func (q *Queue) Delete(t Timer) (deleted bool) {
 			return false
 		}
 		q.pend = slices.Delete(q.pend, i, i+1)
-		q.pendWrote = q.tree.Owner().Epoch()
+		q.pendWrote = qtree(q).Owner().Epoch()
 		q.verify("Delete")
 		return true
 	}
-	_, deleted = q.tree.Delete(t)
+	_, deleted = qtree(q).Delete(t)
 	q.verify("Delete")
 	return deleted
 }
@@ -148,7 +154,7 @@ func (q *Queue) Contains(t Timer) bool {
 	if _, found, ok := q.inPending(t); ok {
 		return found
 	}
-	_, ok := q.tree.Get(t)
+	_, ok := qtree(q).Get(t)
 	return ok
 }
 
@@ -161,11 +167,11 @@ func (q *Queue) KeyGroup(t Timer) (keyGroup int, ok bool) {
 		}
 		return q.pend[i].Val, true
 	}
-	return q.tree.Get(t)
+	return qtree(q).Get(t)
 }
 
 // Len returns the number of registered timers. O(1); writer goroutine only.
-func (q *Queue) Len() int { return q.tree.Len() + len(q.pending()) }
+func (q *Queue) Len() int { return qtree(q).Len() + len(q.pending()) }
 
 // Next returns the earliest registered timer (the first in Compare order)
 // and whether there is one: for processing time, the instant to wake up at.
@@ -174,7 +180,7 @@ func (q *Queue) Next() (Timer, bool) {
 	if p := q.pending(); len(p) > 0 {
 		return p[0].Key, true
 	}
-	t, _, ok := q.tree.Min()
+	t, _, ok := qtree(q).Min()
 	return t, ok
 }
 
@@ -213,7 +219,7 @@ func (q *Queue) Advance(upTo int64, fire func(t Timer, keyGroup int)) (fired int
 		// back (at most once per batch).
 		var bound Timer
 		if upTo == math.MaxInt64 {
-			last, _, ok := q.tree.Max()
+			last, _, ok := qtree(q).Max()
 			if !ok {
 				break
 			}
@@ -221,19 +227,19 @@ func (q *Queue) Advance(upTo int64, fire func(t Timer, keyGroup int)) (fired int
 		} else {
 			bound = Timer{Timestamp: upTo + 1}
 		}
-		q.pend = q.tree.PopMinUntil(bound, q.batch, q.pend[:0])
+		q.pend = qtree(q).PopMinUntil(bound, q.batch, q.pend[:0])
 		n := len(q.pend)
 		if n > 0 && q.pend[n-1].Key.Timestamp > upTo {
 			e := q.pend[n-1]
 			q.pend[n-1] = cow.Entry[Timer, int]{}
 			q.pend = q.pend[:n-1]
 			n--
-			q.tree.Set(e.Key, e.Val)
+			qtree(q).Set(e.Key, e.Val)
 		}
 		if n == 0 {
 			break
 		}
-		owner := q.tree.Owner()
+		owner := qtree(q).Owner()
 		for q.head < len(q.pend) {
 			e := q.pend[q.head]
 			q.pend[q.head] = cow.Entry[Timer, int]{} // hold no fired timer
@@ -265,10 +271,10 @@ func (q *Queue) endAdvance() {
 func (q *Queue) flushPending() {
 	p := q.pending()
 	for _, e := range p {
-		q.tree.Set(e.Key, e.Val)
+		qtree(q).Set(e.Key, e.Val)
 	}
 	if len(p) > 0 {
-		q.pendWrote = q.tree.Owner().Epoch()
+		q.pendWrote = qtree(q).Owner().Epoch()
 	}
 	clear(q.pend)
 	q.pend, q.head = q.pend[:0], 0
@@ -284,7 +290,7 @@ func (q *Queue) All() iter.Seq2[Timer, int] {
 				return
 			}
 		}
-		for t, kg := range q.tree.All() {
+		for t, kg := range qtree(q).All() {
 			if !yield(t, kg) {
 				return
 			}
@@ -299,4 +305,9 @@ func (q *Queue) verify(op string) {
 			panic("timerqueue: invariant broken after " + op + ": " + err.Error())
 		}
 	}
+}
+
+func qtree(q *Queue) *cow.Tree[Timer, int] { return (*cow.Tree[Timer, int])(q.treep) }
+func stree(s *Snapshot) *cow.TreeSnapshot[Timer, int] {
+	return (*cow.TreeSnapshot[Timer, int])(s.treep)
 }

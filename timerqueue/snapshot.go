@@ -4,6 +4,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/cowstate/cowstate/cow"
 )
@@ -14,7 +15,7 @@ import (
 // panics (iterations check before every timer, so a release during an
 // iteration stops it with a panic too).
 type Snapshot struct {
-	tree *cow.TreeSnapshot[Timer, int]
+	treep unsafe.Pointer // *cow.TreeSnapshot[Timer, int], read through stree: see Queue.treep
 	// extra holds the pending timers of an Advance that was in progress when
 	// the capture was taken (a view taken from a callback): a private copy,
 	// ascending, every one before every timer of tree. Nil otherwise.
@@ -29,7 +30,7 @@ type Snapshot struct {
 // under one capture share it: releasing any of them releases all. Writer
 // goroutine only.
 func (q *Queue) View(c *cow.Capture) *Snapshot {
-	s := &Snapshot{tree: q.tree.View(c)}
+	s := &Snapshot{treep: unsafe.Pointer(qtree(q).View(c))}
 	if q.pendWrote > c.Epoch() {
 		// The tree is unchanged since c, but Advance or its callback changed
 		// the pending timers: the queue is not the version c froze.
@@ -47,30 +48,30 @@ func (q *Queue) View(c *cow.Capture) *Snapshot {
 // and timers at one logical point, use owner.Capture() and the View methods
 // instead. Writer goroutine only.
 func (q *Queue) Snapshot() *Snapshot {
-	return q.View(q.tree.Owner().Capture())
+	return q.View(qtree(q).Owner().Capture())
 }
 
 // Epoch returns the epoch of the snapshot's capture: captures of one owner
 // have strictly increasing epochs. Safe from any goroutine, even after
 // Release.
-func (s *Snapshot) Epoch() uint64 { return s.tree.Epoch() }
+func (s *Snapshot) Epoch() uint64 { return stree(s).Epoch() }
 
 // Capture returns the capture that froze the snapshot.
-func (s *Snapshot) Capture() *cow.Capture { return s.tree.Capture() }
+func (s *Snapshot) Capture() *cow.Capture { return stree(s).Capture() }
 
 // Release releases the snapshot's capture, and with it every view taken
 // under that capture (see cow.Capture.Release). Safe from any goroutine;
 // idempotent.
-func (s *Snapshot) Release() { s.tree.Release() }
+func (s *Snapshot) Release() { stree(s).Release() }
 
 // Released reports whether the snapshot's capture was released. Safe from
 // any goroutine.
-func (s *Snapshot) Released() bool { return s.tree.Released() }
+func (s *Snapshot) Released() bool { return stree(s).Released() }
 
 // mustRead panics if the snapshot was released, with an error matching
 // cow.ErrReleased (as the tree's own reads do).
 func (s *Snapshot) mustRead() {
-	if s.tree.Released() {
+	if stree(s).Released() {
 		panic(releasedRead(s.Epoch()))
 	}
 }
@@ -87,7 +88,7 @@ func (e releasedRead) Unwrap() error { return cow.ErrReleased }
 // Len returns the number of timers. O(1).
 func (s *Snapshot) Len() int {
 	s.mustRead()
-	return s.tree.Len() + len(s.extra)
+	return stree(s).Len() + len(s.extra)
 }
 
 // KeyGroup returns the key group of timer t and whether t is in the
@@ -103,7 +104,7 @@ func (s *Snapshot) KeyGroup(t Timer) (keyGroup int, ok bool) {
 		}
 		return s.extra[i].Val, true
 	}
-	return s.tree.Get(t)
+	return stree(s).Get(t)
 }
 
 // Contains reports whether timer t is in the snapshot. O(log n).
@@ -122,7 +123,7 @@ func (s *Snapshot) All() iter.Seq2[Timer, int] {
 				return
 			}
 		}
-		for t, kg := range s.tree.All() {
+		for t, kg := range stree(s).All() {
 			if !yield(t, kg) {
 				return
 			}
@@ -162,7 +163,7 @@ func (s *Snapshot) InKeyGroups(lo, hi int) iter.Seq2[Timer, int] {
 func Diff(old, new *Snapshot) iter.Seq[cow.Change[Timer, int]] {
 	return func(yield func(cow.Change[Timer, int]) bool) {
 		if len(old.extra) == 0 && len(new.extra) == 0 {
-			for c := range cow.DiffTrees(old.tree, new.tree) {
+			for c := range cow.DiffTrees(stree(old), stree(new)) {
 				if !yield(c) {
 					return
 				}
@@ -202,7 +203,7 @@ func diffExtra(old, new *Snapshot, yield func(cow.Change[Timer, int]) bool) {
 		return true
 	}
 	i := 0
-	for c := range cow.DiffTrees(old.tree, new.tree) {
+	for c := range cow.DiffTrees(stree(old), stree(new)) {
 		for ; i < len(extra) && Compare(extra[i], c.Key) < 0; i++ {
 			if !emit(extra[i]) {
 				return

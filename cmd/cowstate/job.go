@@ -89,7 +89,7 @@ func newSessionJob(b *cowstate.Backend, gap int64, emit func(SessionResult)) (*s
 	if j.late, err = cowstate.Reducing(b, "late", statetable.String, statetable.Void, statetable.Int64, add); err != nil {
 		return nil, err
 	}
-	if j.session, err = cowstate.Aggregating[string, window.TimeWindow, int64](b, "session", statetable.String, window.Codec, sessionAccCodec, sessionAgg{}); err != nil {
+	if j.session, err = cowstate.Aggregating(b, "session", statetable.String, window.Codec, sessionAccCodec, sessionAgg{}); err != nil {
 		return nil, err
 	}
 	if j.timers, err = cowstate.Timers(b, "sessions", statetable.String, window.Codec); err != nil {

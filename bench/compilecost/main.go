@@ -1,0 +1,37 @@
+// Command compilecost is the smallest program a cowstate user writes: a
+// backend, one value state, a put and a get. It exists to measure what
+// importing cowstate costs a user's edit-compile cycle (the compile target
+// of the project's tooling builds it with a cold cache for everything but
+// the standard library).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/statetable"
+)
+
+func main() {
+	b, err := cowstate.New(cowstate.Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	count, err := cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := count.Put("user-1", statetable.VoidNamespace{}, 1); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	n, err := count.Get("user-1", statetable.VoidNamespace{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(n)
+}
