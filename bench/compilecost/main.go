@@ -1,8 +1,9 @@
 // Command compilecost is the smallest program a cowstate user writes: a
 // backend, one value state, a put and a get. It exists to measure what
-// importing cowstate costs a user's edit-compile cycle (the compile target
-// of the project's tooling builds it with a cold cache for everything but
-// the standard library).
+// importing cowstate costs a user's edit-compile cycle: built on its own
+// (cd bench && go build ./compilecost, no workspace) with a build cache
+// that holds only the standard library, it takes 2.5 CPU-seconds and at
+// most 122 MB (AMD EPYC, 2 cores, Go 1.26).
 package main
 
 import (

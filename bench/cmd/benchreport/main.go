@@ -2,8 +2,8 @@
 // Markdown report of ratios against the peers, plus SVG charts of capture
 // time against state size and of full against incremental checkpoint size.
 //
-// Usage, from the bench directory (or anywhere in the repository, whose
-// go.work lists the bench module):
+// Usage, from the bench directory (or from anywhere in the repository with
+// GOWORK=$PWD/modules.work, which lists the bench module):
 //
 //	go run ./cmd/benchreport [-bench regexp] [-benchtime d] [-count n] [-in file] [-out dir]
 //
