@@ -1,14 +1,17 @@
 package cowstate
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/cowstate/cowstate/delta"
 	"github.com/cowstate/cowstate/statetable"
 	"pgregory.net/rapid"
 )
@@ -404,6 +407,14 @@ func TestBackend_ForeignSnapshot(t *testing.T) {
 		if tm, err := seq(); !errors.Is(err, ErrForeignSnapshot) {
 			t.Errorf("%s of b's snapshot through a's service: %v, %v; want ErrForeignSnapshot", name, tm, err)
 		}
+	}
+	snapA := a.Snapshot()
+	defer snapA.Release()
+	if _, err := Diff(snapA, snapB); !errors.Is(err, ErrForeignSnapshot) || !errors.Is(err, delta.ErrMismatch) {
+		t.Errorf("Diff of a's and b's snapshots: %v; want ErrForeignSnapshot and delta.ErrMismatch", err)
+	}
+	if _, _, err := WriteDiff(context.Background(), io.Discard, snapA, nil, 1, 2, -1); !errors.Is(err, ErrForeignSnapshot) {
+		t.Errorf("WriteDiff with a nil snapshot: %v; want ErrForeignSnapshot", err)
 	}
 	if tm, err := first(timers[1].EventTimersAt(snapB)); err != nil || tm.Timestamp != 100 {
 		t.Fatalf("own snapshot: %v, %v", tm, err)

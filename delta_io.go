@@ -14,10 +14,11 @@ import (
 // same backend (prev taken first), by diffing their structures: the cost
 // follows what changed between them, not the size of the state. The
 // delta's Base and Target are left zero for the caller to name. Any
-// goroutine, while both snapshots are live.
+// goroutine, while both snapshots are live. Snapshots of two backends, or
+// a nil one, are an error matching ErrForeignSnapshot.
 func Diff(prev, next *Snapshot) (*delta.Delta, error) {
-	if prev.capture.Owner() != next.capture.Owner() {
-		return nil, fmt.Errorf("%w: diff of snapshots of two backends", delta.ErrMismatch)
+	if err := checkSameBackend(prev, next); err != nil {
+		return nil, err
 	}
 	return delta.Diff(prev.deltaSource(), next.deltaSource())
 }
@@ -29,10 +30,22 @@ func Diff(prev, next *Snapshot) (*delta.Delta, error) {
 // the number of changes. Cost: what changed between the two versions, not
 // the state's size. Any goroutine, while both snapshots are live.
 func WriteDiff(ctx context.Context, w io.Writer, prev, next *Snapshot, base, target uint64, limit int) (changes int, ok bool, err error) {
-	if !prev.SameBackend(next) {
-		return 0, false, fmt.Errorf("%w: diff of snapshots of two backends", delta.ErrMismatch)
+	if err := checkSameBackend(prev, next); err != nil {
+		return 0, false, err
 	}
 	return delta.WriteDiff(ctx, w, prev.deltaSource(), next.deltaSource(), base, target, limit)
+}
+
+// checkSameBackend refuses a diff of snapshots of two backends, or with a
+// nil snapshot: an error matching ErrForeignSnapshot and delta.ErrMismatch.
+func checkSameBackend(prev, next *Snapshot) error {
+	if prev == nil || next == nil {
+		return fmt.Errorf("%w: %w: diff with a nil snapshot", ErrForeignSnapshot, delta.ErrMismatch)
+	}
+	if !prev.SameBackend(next) {
+		return fmt.Errorf("%w: %w: diff of snapshots of two backends", ErrForeignSnapshot, delta.ErrMismatch)
+	}
+	return nil
 }
 
 // deltaSource describes s for package delta.

@@ -69,19 +69,23 @@ const patchMaxShare = 2
 // DiffState yields the entries of the named state that differ between prev
 // and next, two snapshots of the same table (prev older; both live for the
 // whole call), in entry-hash order, so key group by key group. A state
-// registered after prev was taken diffs against an empty state.
+// registered after prev was taken diffs against an empty state. Snapshots
+// of two tables, or a nil one, are an error matching ErrForeignSnapshot.
 //
 // Cost: a structural diff of the state's map (see cow.DiffMaps), plus, for
 // each changed list or map cell, a structural diff of the two cells: the
 // cost follows the changes, not the size of the state or of the cells.
 // Any goroutine.
 func DiffState(prev, next *Snapshot, name string, yield func(EntryChange) bool) error {
+	if prev == nil || next == nil {
+		return fmt.Errorf("%w: diff of state %q with a nil snapshot", ErrForeignSnapshot, name)
+	}
 	r, ok := next.regs[name]
 	if !ok {
 		return fmt.Errorf("%w %q in the newer snapshot", ErrUnknownState, name)
 	}
 	if prev.capture.Owner() != next.capture.Owner() {
-		return fmt.Errorf("%w: diff of snapshots of two tables", ErrConfig)
+		return fmt.Errorf("%w: diff of state %q between snapshots of two tables", ErrForeignSnapshot, name)
 	}
 	if prev.capture.Epoch() > next.capture.Epoch() {
 		return fmt.Errorf("%w: diff from version %d back to %d", ErrConfig, prev.capture.Epoch(), next.capture.Epoch())

@@ -8,7 +8,7 @@ import (
 // A snapshot read through a state of another table is refused, whether
 // that table has a state of the same name and types (which would read the
 // other table's entries) or of other types (which would not type-check),
-// and so is a nil snapshot.
+// and so is a nil snapshot; so is a diff between snapshots of two tables.
 func TestSnapshot_Foreign(t *testing.T) {
 	mine := newStates(t)
 	same := newStates(t) // same names, same types
@@ -26,16 +26,21 @@ func TestSnapshot_Foreign(t *testing.T) {
 	defer sameSnap.Capture().Release()
 	otherSnap := other.View(other.Owner().Capture())
 	defer otherSnap.Capture().Release()
+	mineSnap := mine.t.View(mine.t.Owner().Capture())
+	defer mineSnap.Capture().Release()
+	noChange := func(EntryChange) bool { return true }
 
 	for name, snap := range map[string]*Snapshot{"same types": sameSnap, "other types": otherSnap, "nil": nil} {
 		reads := map[string]func() error{
-			"Value.GetAt":    func() error { _, err := mine.value.GetAt(snap, "k", "ns"); return err },
-			"Value.LookupAt": func() error { _, _, err := mine.value.LookupAt(snap, "k", "ns"); return err },
-			"Value.PairsAt":  func() error { _, err := mine.value.PairsAt(snap); return err },
-			"Value.KeysAt":   func() error { _, err := mine.value.KeysAt(snap, "ns"); return err },
-			"List.GetAt":     func() error { _, err := mine.list.GetAt(snap, "k", "ns"); return err },
-			"Map.IterateAt":  func() error { _, err := mine.mp.IterateAt(snap, "k", "ns"); return err },
-			"Reducing.GetAt": func() error { _, _, err := mine.reduce.GetAt(snap, "k", "ns"); return err },
+			"Value.GetAt":       func() error { _, err := mine.value.GetAt(snap, "k", "ns"); return err },
+			"Value.LookupAt":    func() error { _, _, err := mine.value.LookupAt(snap, "k", "ns"); return err },
+			"Value.PairsAt":     func() error { _, err := mine.value.PairsAt(snap); return err },
+			"Value.KeysAt":      func() error { _, err := mine.value.KeysAt(snap, "ns"); return err },
+			"List.GetAt":        func() error { _, err := mine.list.GetAt(snap, "k", "ns"); return err },
+			"Map.IterateAt":     func() error { _, err := mine.mp.IterateAt(snap, "k", "ns"); return err },
+			"Reducing.GetAt":    func() error { _, _, err := mine.reduce.GetAt(snap, "k", "ns"); return err },
+			"DiffState from it": func() error { return DiffState(snap, mineSnap, "value", noChange) },
+			"DiffState to it":   func() error { return DiffState(mineSnap, snap, "value", noChange) },
 			"Aggregating.GetAt": func() error {
 				_, _, err := mine.agg.GetAt(snap, "k", "ns")
 				return err
