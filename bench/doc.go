@@ -6,10 +6,11 @@
 //
 //	go test -run '^$' -bench . .
 //
-// in this directory (or go test -run '^$' -bench . github.com/cowstate/cowstate/bench
-// from anywhere in the repository) compares them. Sub-benchmark names are key=value pairs
-// (BenchmarkPut/size=1000000/snap=every1000/impl=cow) that the project's
-// target tooling reads; do not rename them.
+// in this directory (or, from the repository root with
+// GOWORK=$PWD/modules.work, go test -run '^$' -bench . ./bench) compares
+// them. Sub-benchmark names are key=value pairs
+// (BenchmarkPut/size=1000000/snap=every1000/impl=cow) that tools comparing
+// runs read (cmd/benchreport among them); do not rename them.
 //
 // Peers are imported here only. This directory is a module of its own
 // (github.com/cowstate/cowstate/bench, with cmd/benchreport), so that the

@@ -23,11 +23,11 @@
 // checkpointed job runs as n processes, killed at the crash, and the
 // restore rescales it to -rescale-to m processes:
 //
-//	go run ./cmd/cowstate demo
-//	go run ./cmd/cowstate demo -keys 10000 -events 200000 -keep
-//	go run ./cmd/cowstate demo -instances 4 -rescale-to 3 -dir /tmp/job
-//	go run ./cmd/cowstate inspect /tmp/cowstate-demo-123
-//	go run ./cmd/cowstate verify -store 's3://bucket?prefix=job/&region=...'
+//	go run -C cmd/cowstate . demo
+//	go run -C cmd/cowstate . demo -keys 10000 -events 200000 -keep
+//	go run -C cmd/cowstate . demo -instances 4 -rescale-to 3 -dir /tmp/job
+//	go run -C cmd/cowstate . inspect /tmp/cowstate-demo-123
+//	go run -C cmd/cowstate . verify -store 's3://bucket?prefix=job/&region=...'
 //
 // The internal command demo-instance is one process of such a job; cowstate
 // demo starts it.
