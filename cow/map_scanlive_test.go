@@ -61,3 +61,34 @@ func TestMap_ScanLive(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMap_SetCompactLeaves checks that a compact map's leaves grow by an
+// eighth: at most n/8+2 spare entries after n inserts into one leaf,
+// against a quarter without.
+func TestMap_SetCompactLeaves(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		m := NewMap[uint64, int64](NewOwner(), func(k uint64) uint64 { return k << 40 }, nil)
+		if compact {
+			m.SetCompactLeaves()
+		}
+		maxSpare := 0
+		for k := range uint64(mapLeafMax) {
+			m.Set(k, 1)
+			ents := m.root.ents()
+			maxSpare = max(maxSpare, cap(ents)-len(ents))
+		}
+		limit := mapLeafMax/4 + 2
+		if compact {
+			limit = mapLeafMax/8 + 2
+		}
+		if maxSpare > limit {
+			t.Fatalf("compact %v: %d spare entries in a leaf, want at most %d", compact, maxSpare, limit)
+		}
+		if !compact && maxSpare <= mapLeafMax/8+2 {
+			t.Fatalf("default growth left at most %d spare entries: not a quarter", maxSpare)
+		}
+		if err := m.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

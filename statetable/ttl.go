@@ -411,6 +411,7 @@ type ttlCells[K, N, V any] struct {
 func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], vc Codec[V], cfg TTL) *ttlCells[K, N, V] {
 	rt := newTTLRuntime(t, cfg)
 	c := newCells[K, N, stamped[V]](t, info, kc, nc, equalityFor[stamped[V]]())
+	c.m.compact()
 	c.cell = valueCell(stampedCodec(vc))
 	c.ttl = valueHooks(rt, vc)
 	t.ttl = append(t.ttl, c)
