@@ -191,6 +191,9 @@ func (c *cells[K, N, C]) patch(ck string, parts []Part) error {
 	if _, _, err := splitComposite(ck); err != nil {
 		return fmt.Errorf("state %q: %w", c.info.Name, err)
 	}
+	if c.ttl != nil {
+		c.ttl.taint() // patched timestamps may be older than the cleanup's floor
+	}
 	return c.patchHashed(compositeHash(ck), ck, parts)
 }
 
@@ -270,6 +273,7 @@ func (t *Table) ApplyEntriesFrom(name string, ttl bool, ops []EntryOp) error {
 func (c *cells[K, N, C]) apply(stamped bool, ops []EntryOp) error {
 	dec, now := c.cell.dec, int64(0)
 	if c.ttl != nil {
+		c.ttl.taint() // replayed timestamps may be older than the cleanup's floor
 		now = c.t.now()
 		if !stamped {
 			exp := c.ttl.rt.expiry(now)

@@ -125,6 +125,7 @@ func (c *cells[K, N, C]) restore(ck string, cellBytes []byte) error {
 	dec := c.cell.dec
 	if c.ttl != nil {
 		dec = c.ttlDecoder(true)
+		c.ttl.taint() // restored timestamps may be older than the cleanup's floor
 	}
 	h, cell, err := c.decodeEntry(ck, cellBytes, dec)
 	switch {

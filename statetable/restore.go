@@ -103,6 +103,7 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 	maxPar, owned, dec := c.t.maxPar, c.t.owned, c.cell.dec
 	if c.ttl != nil {
 		dec = c.ttlDecoder(stamped)
+		c.ttl.taint() // restored timestamps may be older than the cleanup's floor
 	}
 	off := 0
 	for i := range n {

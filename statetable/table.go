@@ -3,6 +3,7 @@ package statetable
 import (
 	"fmt"
 	"iter"
+	"math"
 	"strings"
 	"time"
 
@@ -42,6 +43,10 @@ type Table struct {
 	pinnedAt int64
 	ttl      []ttlState // the TTL states, in registration order
 	ttlNext  int        // the TTL state CleanupExpired goes on with
+	// lastNow is the last time read; clockBacks counts the reads that went
+	// back in time (TTL cleanup floors hold only while it does not change).
+	lastNow    int64
+	clockBacks uint64
 }
 
 // NewTable returns an empty table whose structures are owned by owner.
@@ -64,7 +69,7 @@ func NewTable(owner *cow.Owner, cfg Config) (*Table, error) {
 	if clock == nil {
 		clock = func() int64 { return time.Now().UnixMilli() }
 	}
-	return &Table{owner: owner, maxPar: maxPar, owned: owned, states: map[string]registered{}, clock: clock}, nil
+	return &Table{owner: owner, maxPar: maxPar, owned: owned, states: map[string]registered{}, clock: clock, lastNow: math.MinInt64}, nil
 }
 
 // Owner returns the owner of every structure of the table.

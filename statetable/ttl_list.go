@@ -3,6 +3,7 @@ package statetable
 import (
 	"encoding/binary"
 	"iter"
+	"math"
 	"slices"
 )
 
@@ -18,6 +19,7 @@ func newTTLList[K, N, E any](t *Table, info StateInfo, kc Codec[K], nc Codec[N],
 	inner := newListState(t, info, kc, nc, stampedCodec(ec))
 	l := &ttlList[K, N, E]{inner: inner, rt: newTTLRuntime(t, cfg)}
 	inner.cells.ttl = listHooks(l, ec)
+	inner.cells.ttl.floor = math.MinInt64
 	t.ttl = append(t.ttl, inner.cells)
 	return ttlInner{inner, &ListState[K, N, E]{keyed: inner.keyed, ttl: l}}
 }
@@ -25,6 +27,7 @@ func newTTLList[K, N, E any](t *Table, info StateInfo, kc Codec[K], nc Codec[N],
 func (l *ttlList[K, N, E]) runtime() *ttlRuntime    { return l.rt }
 func (l *ttlList[K, N, E]) clear(key K, ns N) error { return l.inner.clear(key, ns) }
 func (l *ttlList[K, N, E]) merge(key K, target N, sources []N) error {
+	l.inner.cells.ttl.taint() // elements keep their timestamps: they may move behind the cleanup's cursor
 	return l.inner.MergeNamespaces(key, target, sources...)
 }
 
@@ -34,13 +37,12 @@ func listHooks[K, N, E any](l *ttlList[K, N, E], ec Codec[E]) *ttlHooks[list[sta
 	sc := stampedCodec(ec)
 	return &ttlHooks[list[stamped[E]]]{
 		rt: l.rt,
-		expired: func(c list[stamped[E]], now int64) bool {
+		least: func(c list[stamped[E]]) int64 {
+			least := int64(math.MaxInt64)
 			for e := range c.All() {
-				if e.expired(now) {
-					return true
-				}
+				least = min(least, e.exp)
 			}
-			return false
+			return least
 		},
 		prune: func(c list[stamped[E]], now int64) (list[stamped[E]], bool) {
 			live := liveElements(c, now)

@@ -1,6 +1,9 @@
 package statetable
 
-import "iter"
+import (
+	"iter"
+	"math"
+)
 
 // ttlMap is a map state with a TTL: a map state of stamped values, read and
 // written with the TTL's rules.
@@ -14,6 +17,7 @@ func newTTLMap[K, N, UK, UV any](t *Table, info StateInfo, kc Codec[K], nc Codec
 	inner := newMapState(t, info, kc, nc, ukc, stampedCodec(uvc))
 	m := &ttlMap[K, N, UK, UV]{inner: inner, rt: newTTLRuntime(t, cfg)}
 	inner.cells.ttl = mapHooks(m, uvc)
+	inner.cells.ttl.floor = math.MinInt64
 	t.ttl = append(t.ttl, inner.cells)
 	return ttlInner{inner, &MapState[K, N, UK, UV]{keyed: inner.keyed, ukc: ukc, ttl: m}}
 }
@@ -25,13 +29,12 @@ func mapHooks[K, N, UK, UV any](m *ttlMap[K, N, UK, UV], uvc Codec[UV]) *ttlHook
 	type cell = userMap[UK, stamped[UV]]
 	return &ttlHooks[cell]{
 		rt: m.rt,
-		expired: func(c cell, now int64) bool {
+		least: func(c cell) int64 {
+			least := int64(math.MaxInt64)
 			for _, e := range c.All() {
-				if e.v.expired(now) {
-					return true
-				}
+				least = min(least, e.v.exp)
 			}
-			return false
+			return least
 		},
 		prune: func(c cell, now int64) (cell, bool) {
 			type gone struct {

@@ -491,3 +491,93 @@ func TestTTL_CleanupPerAccess(t *testing.T) {
 		t.Fatalf("after 26 accesses visiting 5 entries each, %d entries left, want the live one", v.Count())
 	}
 }
+
+// TestTTL_CleanupFloor checks that a clean round lets later steps skip a
+// state until its least expiration, and that what may bring older
+// timestamps in (a restore, a clock that goes back, a merge of lists)
+// makes the next steps look again.
+func TestTTL_CleanupFloor(t *testing.T) {
+	tb := newTTLTable(t)
+	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+	for k := range int64(500) {
+		noErr(t, v.Put(k, void, k))
+	}
+	tb.now = 10
+	if vi, re := tb.CleanupExpired(10_000); vi != 500 || re != 0 {
+		t.Fatalf("first round: visited %d, removed %d; want 500, 0", vi, re)
+	}
+	tb.now = 99
+	if vi, _ := tb.CleanupExpired(10_000); vi != 0 {
+		t.Fatalf("before the least expiration (100): visited %d, want 0", vi)
+	}
+	tb.now = 100
+	if vi, re := tb.CleanupExpired(10_000); vi != 500 || re != 500 {
+		t.Fatalf("at the least expiration: visited %d, removed %d; want 500, 500", vi, re)
+	}
+
+	// A clock that goes back writes timestamps below the floor.
+	noErr(t, v.Put(1, void, 1)) // expires at 200
+	tb.CleanupExpired(10_000)   // floor 200
+	tb.now = -50
+	noErr(t, v.Put(2, void, 2)) // expires at 50
+	tb.now = 60
+	if _, re := tb.CleanupExpired(10_000); re != 1 || v.Count() != 1 {
+		t.Fatalf("after the clock went back: removed %d, %d entries left; want the entry written then removed", re, v.Count())
+	}
+
+	// A restore brings timestamps older than the floor.
+	src := newTTLTable(t)
+	sv := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(src.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+	noErr(t, sv.Put(7, void, 7)) // expires at 100
+	snap := src.View(src.Owner().Capture())
+	run, n := encodeRun(t, snap, "v")
+	snap.Capture().Release()
+	tb.CleanupExpired(10_000) // floor 160 (written at 60)
+	if _, err := tb.RestoreRun("v", n, run); err != nil {
+		t.Fatal(err)
+	}
+	tb.now = 100
+	if _, re := tb.CleanupExpired(10_000); re != 1 {
+		t.Fatalf("after a restore of an entry expiring at 100: removed %d at 100, want 1", re)
+	}
+
+	// A merge of lists moves elements with their timestamps, maybe from
+	// an entry the round has not visited yet into one it has.
+	tm := newTTLTable(t)
+	l := must[*ListState[int64, string, int64]](t)(NewList(tm.Table, "l", Int64, String, Int64, ttl(100)))
+	ha, _, _ := innerList(l).locate(1, "a")
+	hb, _, _ := innerList(l).locate(1, "b")
+	first, second := "a", "b" // in hash order: the round visits first first
+	if hb < ha {
+		first, second = "b", "a"
+	}
+	noErr(t, l.Add(1, second, 1)) // expires at 100
+	tm.now = 50
+	noErr(t, l.Add(1, first, 2)) // expires at 150
+	tm.now = 60
+	if vi, _ := tm.CleanupExpired(1); vi != 1 {
+		t.Fatalf("a step of 1: visited %d", vi)
+	}
+	noErr(t, l.MergeNamespaces(1, first, second))
+	tm.CleanupExpired(10) // the rest of the round
+	tm.now = 100
+	if _, re := tm.CleanupExpired(10); re != 1 {
+		t.Fatalf("after a merge behind the cursor, the element expiring at 100 was not cleaned up at 100 (removed %d)", re)
+	}
+	if got := slices.Collect(must[func(func(int64) bool)](t)(innerListValues(l, first))); !slices.Equal(got, []int64{2}) {
+		t.Fatalf("merged list after cleanup: %v, want [2]", got)
+	}
+}
+
+// innerListValues yields the elements held in the list of (1, ns), expired
+// ones included.
+func innerListValues(l *ListState[int64, string, int64], ns string) (func(func(int64) bool), error) {
+	seq, err := innerList(l).Get(1, ns)
+	return func(yield func(int64) bool) {
+		for e := range seq {
+			if !yield(e.v) {
+				return
+			}
+		}
+	}, err
+}
