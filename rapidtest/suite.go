@@ -50,7 +50,8 @@ const (
 	// GroupTTL: states of every kind with a time-to-live (a TTL drawn per
 	// test case), driven by the state operations and by moves of the
 	// processing-time clock and incremental cleanups, with snapshots,
-	// writes and rescaling as selected. Not in AllGroups: the backend must
+	// writes and rescaling as selected, in the "state" machine. Not in
+	// AllGroups: the backend must
 	// implement contract.TTLBackend, and a backend without TTL leaves the
 	// group out; select it with AllGroups | GroupTTL.
 	GroupTTL
@@ -95,7 +96,7 @@ func (m Machine) groups() Group {
 	case MachineTimers:
 		return GroupTimers | GroupSnapshots | GroupWrites | GroupRescale
 	}
-	return AllGroups | GroupTTL
+	return AllGroups // GroupTTL rides the state machine only, which keeps the suite's time
 }
 
 // Options tunes a run. The zero value runs every group with the defaults.
