@@ -68,7 +68,7 @@ func (b *Backend) ApplyDelta(ctx context.Context, base uint64, d *delta.Delta) e
 	if err := b.checkMeta(d.Meta); err != nil {
 		return err
 	}
-	return delta.Apply(ctx, deltaSink{sink{b}}, base, d, b.KeyGroups())
+	return delta.Apply(ctx, deltaSink{newSink(b, d.Meta)}, base, d, b.KeyGroups())
 }
 
 // deltaSink adapts a Backend to delta.Sink.
@@ -80,5 +80,5 @@ func (t deltaSink) DeleteTimer(service string, d timerqueue.Domain, g int, ts in
 }
 
 func (t deltaSink) ApplyEntries(state string, ops []statetable.EntryOp) error {
-	return t.b.table.ApplyEntries(state, ops)
+	return t.b.table.ApplyEntriesFrom(state, t.ttl[state], ops)
 }

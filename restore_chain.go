@@ -86,13 +86,13 @@ func (b *Backend) RestoreChains(ctx context.Context, chains ...Chain) error {
 		covered = append(covered, r)
 	}
 	for _, c := range chains {
-		err := c.Full.Restore(ctx, sink{b}, owned)
+		err := c.Full.Restore(ctx, newSink(b, c.Full.Meta()), owned)
 		base := c.FullID
 		for _, d := range c.Deltas {
 			if err != nil {
 				break
 			}
-			err = delta.Apply(ctx, deltaSink{sink{b}}, base, d, owned)
+			err = delta.Apply(ctx, deltaSink{newSink(b, d.Meta)}, base, d, owned)
 			base = d.Target
 		}
 		if err != nil {

@@ -159,7 +159,10 @@ func (w *Write) Progress() (bytes, entries int64) {
 // service in the file must be registered on b with the same kind and codecs,
 // and the max parallelism must match (else an error matching
 // snapshot.ErrMismatch); bad bytes give snapshot.ErrCorrupt or
-// statetable.ErrDecode. b must hold nothing yet (else ErrNotEmpty), and a
+// statetable.ErrDecode. States with a TTL drop what has expired by b's
+// clock; a file written without TTL (format version 1, or a state
+// registered without one) restores into a state with a TTL as if written
+// at the restore. b must hold nothing yet (else ErrNotEmpty), and a
 // restore that fails part way leaves it empty: it is RestoreChains of one
 // chain with no delta. Writer goroutine only.
 func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
@@ -167,8 +170,9 @@ func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
 }
 
 // checkMeta checks that the states and timer services of a file's metadata
-// are registered on b with the same kinds and codecs, under the same max
-// parallelism; errors match snapshot.ErrMismatch.
+// are registered on b with the same kinds and codecs (and with a TTL if
+// the file's state had one), under the same max parallelism; errors match
+// snapshot.ErrMismatch.
 func (b *Backend) checkMeta(m snapshot.Meta) error {
 	if m.MaxParallelism != b.MaxParallelism() {
 		return fmt.Errorf("%w: file has max parallelism %d, backend %d", snapshot.ErrMismatch, m.MaxParallelism, b.MaxParallelism())
@@ -181,6 +185,9 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 		if have.Kind != s.Kind || fmt.Sprint(have.Codec) != fmt.Sprint(s.Codec) {
 			return fmt.Errorf("%w: %w: file has %v, backend has %v", snapshot.ErrMismatch, statetable.ErrStateMismatch, s, have)
 		}
+		if s.TTL && !have.TTL { // entries without TTL restore into a state with one, not the reverse
+			return fmt.Errorf("%w: %w: file has %v, backend has it without TTL: register it with one", snapshot.ErrMismatch, statetable.ErrStateMismatch, s)
+		}
 	}
 	for _, t := range m.Timers {
 		svc, ok := b.services[t.Name]
@@ -191,11 +198,23 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 	return nil
 }
 
-// sink adapts a Backend to snapshot.Sink.
-type sink struct{ b *Backend }
+// sink adapts a Backend to snapshot.Sink, for a file whose states with a
+// TTL are ttl.
+type sink struct {
+	b   *Backend
+	ttl map[string]bool
+}
+
+func newSink(b *Backend, m snapshot.Meta) sink {
+	s := sink{b: b, ttl: map[string]bool{}}
+	for _, st := range m.States {
+		s.ttl[st.Name] = st.TTL
+	}
+	return s
+}
 
 func (s sink) RestoreEntries(state string, n int, b []byte) (int, error) {
-	return s.b.table.RestoreRun(state, n, b)
+	return s.b.table.RestoreRunFrom(state, s.ttl[state], n, b)
 }
 
 func (s sink) RestoreTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error {

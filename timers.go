@@ -118,9 +118,15 @@ func (s *TimerService[K, N]) AdvanceWatermark(wm int64, fire func(key K, ns N, t
 }
 
 // AdvanceProcessingTime fires the processing-time timers due at the clock's
-// current time, like AdvanceWatermark.
+// current time, like AdvanceWatermark, then runs the incremental cleanup of
+// TTL states with the budget Config.TTLCleanupPerAdvance (see
+// Backend.CleanupExpired).
 func (s *TimerService[K, N]) AdvanceProcessingTime(fire func(key K, ns N, ts int64) error) (fired int, err error) {
-	return s.advance(s.processing, s.b.clock(), fire)
+	fired, err = s.advance(s.processing, s.b.ProcessingTime(), fire)
+	if err == nil {
+		s.b.table.CleanupExpired(s.b.ttlStep)
+	}
+	return fired, err
 }
 
 // NextProcessingTime returns the instant the earliest processing-time timer

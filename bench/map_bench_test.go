@@ -256,7 +256,8 @@ func mergeDiff(a, b *tbtree.Map[int64, int64]) int {
 }
 
 // BenchmarkMemory builds a map of size entries by inserts and reports the
-// live heap it holds: bytes and heap objects per entry.
+// live heap it holds: bytes and heap objects per entry. The impl=state runs
+// are a value state with its TTL off and on (see memoryTTL).
 func BenchmarkMemory(b *testing.B) {
 	for _, size := range []int{1_000_000} {
 		keys := randomKeys(size)
@@ -280,6 +281,7 @@ func BenchmarkMemory(b *testing.B) {
 				b.ReportMetric(objects/float64(runs*size), "objects/entry")
 			})
 		}
+		memoryTTL(b, size, keys)
 	}
 }
 

@@ -22,7 +22,8 @@ func newBackend(b *testing.B) *cowstate.Backend {
 // commonest keyed-state access: size keys (random int64), random access.
 // impl=cowstate goes through a value state (encode the key, hash it, check
 // its key group, get, put); impl=gomap is the naive in-memory backend, a
-// map[string]int64 keyed by the encoded key.
+// map[string]int64 keyed by the encoded key. The ttl= runs are the value
+// state with its TTL off and on (see valueUpdateTTL).
 func BenchmarkValueUpdate(b *testing.B) {
 	for _, size := range []int{1_000_000} {
 		keys := randomKeys(size)
@@ -62,6 +63,7 @@ func BenchmarkValueUpdate(b *testing.B) {
 				m[string(buf)]++
 			}
 		})
+		valueUpdateTTL(b, size, keys)
 	}
 }
 

@@ -111,6 +111,32 @@ type Backend interface {
 	RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) error
 }
 
+// TTLBackend is a Backend with state time-to-live (Flink's
+// StateTtlConfig): the conformance suite's TTL group (rapidtest.GroupTTL)
+// runs only on backends that implement it, so a backend without TTL
+// leaves it out. rapidtest.Model is its specification (see there).
+//
+// In short: a state registered with a TTL expires each value (value,
+// reducing, aggregating), each list element and each map user key
+// ttl.Duration after its timestamp was last refreshed, on the
+// processing-time clock (cowstate.Config.Clock): by writes, and with
+// UpdateOnReadAndWrite by reads. Expired is timestamp <= clock. An expired
+// value reads as absent; an Add to it starts over; a merge skips it. What
+// has expired is left out of StateEntries (a View's at its capture's
+// time) and of snapshots, and a restore drops it; when a backend removes
+// it otherwise (CleanupExpired) is not observable.
+type TTLBackend interface {
+	Backend
+	// RegisterStateTTL registers a state with a TTL; again with the same
+	// kind and TTL is a no-op, with another kind or TTL (or registered
+	// without TTL) an error. An invalid TTL is an error matching
+	// statetable.ErrConfig.
+	RegisterStateTTL(name string, kind statetable.Kind, ttl statetable.TTL) error
+	// CleanupExpired removes some of what has expired, visiting about
+	// budget entries, and returns the entries visited and removed.
+	CleanupExpired(budget int) (visited, removed int)
+}
+
 // EntryReader enumerates what a backend or a View holds: what the
 // conformance suite compares after every step.
 type EntryReader interface {

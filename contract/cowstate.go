@@ -38,7 +38,7 @@ func New(cfg cowstate.Config) (Backend, error) {
 	return Of(b), nil
 }
 
-var _ Backend = (*cowBackend)(nil)
+var _ TTLBackend = (*cowBackend)(nil)
 
 type cowBackend struct {
 	b        *cowstate.Backend
@@ -50,6 +50,7 @@ type cowBackend struct {
 // fields is set, by kind.
 type handle struct {
 	kind statetable.Kind
+	ttl  *statetable.TTL // nil: no TTL
 	v    *statetable.ValueState[string, string, string]
 	l    *statetable.ListState[string, string, string]
 	m    *statetable.MapState[string, string, string, string]
@@ -63,24 +64,45 @@ func (c *cowBackend) MaxParallelism() int                 { return c.b.MaxParall
 func (c *cowBackend) KeyGroups() statetable.KeyGroupRange { return c.b.KeyGroups() }
 
 func (c *cowBackend) RegisterState(name string, kind statetable.Kind) (err error) {
+	return c.register(name, kind, nil)
+}
+
+// RegisterStateTTL registers a state with cowstate.WithTTL.
+func (c *cowBackend) RegisterStateTTL(name string, kind statetable.Kind, ttl statetable.TTL) error {
+	return c.register(name, kind, &ttl)
+}
+
+// CleanupExpired is cowstate.Backend.CleanupExpired.
+func (c *cowBackend) CleanupExpired(budget int) (visited, removed int) {
+	return c.b.CleanupExpired(budget)
+}
+
+func (c *cowBackend) register(name string, kind statetable.Kind, ttl *statetable.TTL) (err error) {
 	if h, ok := c.states[name]; ok {
 		if h.kind != kind {
 			return fmt.Errorf("%w: %q is a %v state, not %v", statetable.ErrStateMismatch, name, h.kind, kind)
 		}
+		if (h.ttl == nil) != (ttl == nil) || ttl != nil && *h.ttl != *ttl {
+			return fmt.Errorf("%w: %q is registered with another TTL", statetable.ErrStateMismatch, name)
+		}
 		return nil
 	}
-	h := handle{kind: kind}
+	h := handle{kind: kind, ttl: ttl}
+	var opts []statetable.Option
+	if ttl != nil {
+		opts = append(opts, cowstate.WithTTL(*ttl))
+	}
 	switch kind {
 	case statetable.KindValue:
-		h.v, err = cowstate.Value(c.b, name, str, str, str, "")
+		h.v, err = cowstate.Value(c.b, name, str, str, str, "", opts...)
 	case statetable.KindList:
-		h.l, err = cowstate.List(c.b, name, str, str, str)
+		h.l, err = cowstate.List(c.b, name, str, str, str, opts...)
 	case statetable.KindMap:
-		h.m, err = cowstate.Map(c.b, name, str, str, str, str)
+		h.m, err = cowstate.Map(c.b, name, str, str, str, str, opts...)
 	case statetable.KindReducing:
-		h.r, err = cowstate.Reducing(c.b, name, str, str, str, Reduce)
+		h.r, err = cowstate.Reducing(c.b, name, str, str, str, Reduce, opts...)
 	case statetable.KindAggregating:
-		h.a, err = cowstate.Aggregating(c.b, name, str, str, str, Aggregate{})
+		h.a, err = cowstate.Aggregating(c.b, name, str, str, str, Aggregate{}, opts...)
 	default:
 		err = fmt.Errorf("%w: state %q of unknown kind %v", ErrKind, name, kind)
 	}
@@ -290,6 +312,14 @@ func (c *cowBackend) StateEntries(state string) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if h.ttl != nil {
+		// Read through a snapshot: a read of the live state cleans up and
+		// (UpdateOnReadAndWrite) refreshes, and a snapshot leaves out what
+		// has expired at its capture, now.
+		v := c.Capture()
+		defer v.Release()
+		return v.StateEntries(state)
+	}
 	// Collect the pairs first: reading a pair's content while the state's
 	// iterator runs is allowed, but the content readers reuse the writer's
 	// scratch buffer, which the iterator does not.
@@ -387,6 +417,23 @@ func (h handle) entry(key, ns string, snap *statetable.Snapshot) (e Entry, err e
 	return e, err
 }
 
+// presentAt reports whether e, read from snap, is an entry of the state:
+// of a TTL state, PairsAt yields the pairs held, expired ones included.
+func (h handle) presentAt(snap *statetable.Snapshot, e Entry) bool {
+	switch h.kind {
+	case statetable.KindValue:
+		_, ok, _ := h.v.LookupAt(snap, e.Key, e.Namespace)
+		return ok
+	case statetable.KindReducing:
+		_, ok, _ := h.r.GetAt(snap, e.Key, e.Namespace)
+		return ok
+	case statetable.KindAggregating:
+		_, ok, _ := h.a.GetAt(snap, e.Key, e.Namespace)
+		return ok
+	}
+	return len(e.List) > 0 || len(e.Map) > 0
+}
+
 // TimerEntries reads the live timers, in firing order: O(timers).
 func (c *cowBackend) TimerEntries(service string, d timerqueue.Domain) ([]Timer, error) {
 	s, err := c.timers(service)
@@ -447,6 +494,9 @@ func (v *cowView) StateEntries(state string) ([]Entry, error) {
 		e, err := h.entry(p[0], p[1], v.snap.State())
 		if err != nil {
 			return nil, err
+		}
+		if h.ttl != nil && !h.presentAt(v.snap.State(), e) {
+			continue // expired at the capture
 		}
 		out = append(out, e)
 	}

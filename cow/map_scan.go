@@ -175,3 +175,15 @@ func (s *mapSlot[K, V]) scanLeaves(depth int, prefix, lo, hi uint64, yield func(
 func publicEntries[K comparable, V any](ents []mapEntry[K, V]) []MapEntry[K, V] {
 	return unsafe.Slice((*MapEntry[K, V])(unsafe.Pointer(unsafe.SliceData(ents))), len(ents))
 }
+
+// ScanLive is Scan of the map's current version, without a capture: it
+// calls yield for every entry whose hash is in [lo, hi], in hash order,
+// until yield returns false. k points into the map's own memory and is
+// valid only during the call. yield must not write the map (collect what
+// to change and write after the scan returns). It takes nothing the map
+// keeps: no capture (so later writes stay in place) and no cursor state
+// (unlike Root). Cost: the entries visited plus one descent to lo.
+// Writer goroutine only.
+func (m *Map[K, V]) ScanLive(lo, hi uint64, yield func(h uint64, k *K, v V) bool) {
+	m.root.scan(0, 0, lo, hi, yield, nil)
+}

@@ -10,19 +10,21 @@
 // chain of consecutive deltas into one; Apply replays a delta on a backend
 // holding its base; Write and Open/Read are the file format.
 //
-// # Delta file format, version 1
+// # Delta file format, version 2
 //
 // All integers are big-endian unless they are varints (encoding/binary's
 // uvarint and zig-zag varint). A string or blob is uvarint(length) + bytes.
 //
 //	header:
 //	  magic     8 bytes  "CWDELTA\x01"
-//	  version   u16      1
+//	  version   u16      2 (1 is still read: its metadata is that of
+//	                     snapshot format 1, without TTL)
 //	  base      u64      checkpoint id the delta applies to
 //	  target    u64      checkpoint id the delta produces
 //	  metaLen   u32
 //	  meta      metaLen bytes: the newer version's metadata, encoded as in
-//	            the snapshot format (snapshot.AppendMeta; Version is 0)
+//	            the snapshot format of the same version number
+//	            (snapshot.AppendMeta; Version is 0)
 //	  headerSum u64      xxhash64 of every header byte before it
 //	sections, one per key group with changes, ascending, back to back:
 //	  records, each starting with a tag byte:
@@ -59,4 +61,10 @@
 // (absent is fine), a patch sets or deletes the listed parts of the base's
 // cell, a timer is registered or removed (idempotently). Parts of a list are
 // positions: a patched list must end with consecutive positions from 0.
+//
+// States with a TTL (the metadata's state flag): cells are encoded as in
+// snapshots of format 2, and a part's value (a list element, a map value)
+// is prefixed with its expiration timestamp, 8 bytes big-endian. Entries
+// the TTL cleanup removed are deletes, elements it removed from a list or
+// map patches (or puts) of the cell.
 package delta

@@ -30,6 +30,9 @@ func Merge(chain ...*Delta) (*Delta, error) {
 					ErrMismatch, d.Base, d.Target, d.Meta.KeyGroups, d.Meta.MaxParallelism, prev.Meta.KeyGroups, prev.Meta.MaxParallelism)
 			}
 		}
+		if err := sameTTL(d, last); err != nil {
+			return nil, err
+		}
 		for g, gr := range d.groups {
 			og := out.group(g)
 			for state, ops := range gr.states {
@@ -60,4 +63,20 @@ func compose(a, b *entryOp) (*entryOp, error) {
 	maps.Copy(parts, a.parts)
 	maps.Copy(parts, b.parts)
 	return &entryOp{put: a.put, cell: a.cell, parts: parts}, nil
+}
+
+// sameTTL returns an error matching ErrMismatch if a state has a TTL in one
+// of d and last and not in the other: their cells are encoded differently
+// (with and without expiration timestamps) and cannot be merged as bytes.
+func sameTTL(d, last *Delta) error {
+	ttl := map[string]bool{}
+	for _, s := range last.Meta.States {
+		ttl[s.Name] = s.TTL
+	}
+	for _, s := range d.Meta.States {
+		if t, ok := ttl[s.Name]; ok && t != s.TTL {
+			return fmt.Errorf("%w: state %q has a TTL in only one of deltas %d->%d and %d->%d", ErrMismatch, s.Name, d.Base, d.Target, last.Base, last.Target)
+		}
+	}
+	return nil
 }

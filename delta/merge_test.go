@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 )
 
@@ -100,5 +101,23 @@ func TestMerge_Chain(t *testing.T) {
 	}
 	if _, err := Merge(d2, d1); !errors.Is(err, ErrWrongBase) {
 		t.Fatalf("out of order: %v", err)
+	}
+}
+
+// TestMerge_TTLMismatch refuses to merge deltas in which a state has a TTL
+// in one and not in the other (cells encoded with and without timestamps).
+func TestMerge_TTLMismatch(t *testing.T) {
+	meta := func(ttl bool) snapshot.Meta {
+		return snapshot.Meta{MaxParallelism: 4, KeyGroups: statetable.KeyGroupRange{First: 0, Last: 3},
+			States: []statetable.StateInfo{{Name: "s", Kind: statetable.KindValue, Codec: []string{"a", "b", "c"}, TTL: ttl}}}
+	}
+	a := &Delta{Base: 1, Target: 2, Meta: meta(false)}
+	b := &Delta{Base: 2, Target: 3, Meta: meta(true)}
+	if _, err := Merge(a, b); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("merge of a delta without TTL and one with: %v, want ErrMismatch", err)
+	}
+	c := &Delta{Base: 2, Target: 3, Meta: meta(false)}
+	if _, err := Merge(a, c); err != nil {
+		t.Fatalf("merge of deltas alike: %v", err)
 	}
 }

@@ -27,13 +27,13 @@ type Reader struct {
 // errors), say what and at which offset, and nothing is allocated beyond
 // the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
-	h := fileformat.Header{Name: "delta", Magic: headerMagic, Version: formatVersion, Extra: 8 + 8, SumHeader: true, Corrupt: ErrCorrupt}
-	versions, meta, headerEnd, err := h.Read(r, size)
+	h := fileformat.Header{Name: "delta", Magic: headerMagic, Version: formatVersion, MinVersion: minFormatVersion, Extra: 8 + 8, SumHeader: true, Corrupt: ErrCorrupt}
+	version, versions, meta, headerEnd, err := h.Read(r, size)
 	if err != nil {
 		return nil, err
 	}
 	rd := &Reader{r: r, size: size, base: binary.BigEndian.Uint64(versions), target: binary.BigEndian.Uint64(versions[8:])}
-	if rd.meta, err = snapshot.DecodeMeta(meta); err != nil {
+	if rd.meta, err = snapshot.DecodeMetaVersion(meta, version); err != nil {
 		return nil, err
 	}
 

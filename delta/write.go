@@ -13,9 +13,13 @@ import (
 )
 
 const (
-	headerMagic   = "CWDELTA\x01"
-	footerMagic   = "CWDELTND"
-	formatVersion = 1
+	headerMagic = "CWDELTA\x01"
+	footerMagic = "CWDELTND"
+	// formatVersion is the version written: 2 carries the metadata of
+	// snapshot format 2 (states with a TTL, whose cells and parts carry
+	// expiration timestamps); minFormatVersion the oldest read.
+	formatVersion    = 2
+	minFormatVersion = 1
 
 	tagEnd    = fileformat.TagEnd
 	tagState  = fileformat.TagState

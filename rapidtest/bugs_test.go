@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/contract"
@@ -687,6 +688,63 @@ func (r registerAgainClears) RegisterState(name string, kind statetable.Kind) er
 	return nil
 }
 
+// ttlGroups runs the state machine with TTL states, as a backend author
+// whose change touches only TTL would.
+var ttlGroups = GroupState | GroupMerge | GroupSnapshots | GroupWrites | GroupRescale | GroupTTL
+
+// ttlBackend is the cowstate adapter as a contract.TTLBackend.
+func ttlBackend(cfg Config) contract.TTLBackend { return newCow(cfg).(contract.TTLBackend) }
+
+// ttlIgnored registers TTL states without their TTL: nothing expires.
+type ttlIgnored struct{ contract.TTLBackend }
+
+func (b ttlIgnored) RegisterStateTTL(name string, kind statetable.Kind, _ statetable.TTL) error {
+	return b.RegisterState(name, kind)
+}
+
+// ttlOneLate expires everything a millisecond late (expired when the
+// timestamp is below the clock, not at it).
+type ttlOneLate struct{ contract.TTLBackend }
+
+func (b ttlOneLate) RegisterStateTTL(name string, kind statetable.Kind, ttl statetable.TTL) error {
+	ttl.Duration += time.Millisecond
+	return b.TTLBackend.RegisterStateTTL(name, kind, ttl)
+}
+
+// ttlReadNoRefresh ignores UpdateOnReadAndWrite: reads never refresh.
+type ttlReadNoRefresh struct{ contract.TTLBackend }
+
+func (b ttlReadNoRefresh) RegisterStateTTL(name string, kind statetable.Kind, ttl statetable.TTL) error {
+	ttl.Update = statetable.UpdateOnCreateAndWrite
+	return b.TTLBackend.RegisterStateTTL(name, kind, ttl)
+}
+
+// ttlCleanupTooEager: the cleanup removes an entry that has not expired
+// (the first of the value state with a TTL).
+type ttlCleanupTooEager struct{ contract.TTLBackend }
+
+func (b ttlCleanupTooEager) CleanupExpired(budget int) (int, int) {
+	if es, _ := b.StateEntries("ttl-value"); len(es) > 0 {
+		b.ClearState("ttl-value", es[0].Key, es[0].Namespace)
+	}
+	return b.TTLBackend.CleanupExpired(budget)
+}
+
+// ttlListPerList: adding to a list with a TTL rewrites the list, so every
+// element takes the new timestamp (a TTL per list, not per element).
+type ttlListPerList struct{ contract.TTLBackend }
+
+func (b ttlListPerList) Add(s, k, ns, v string) error {
+	if s != "ttl-list" {
+		return b.TTLBackend.Add(s, k, ns, v)
+	}
+	l, err := b.GetList(s, k, ns)
+	if err != nil {
+		return err
+	}
+	return b.UpdateList(s, k, ns, append(l, v))
+}
+
 // plantedBugs is every planted bug, grouped as the package doc lists them.
 var plantedBugs = []bug{
 	// Views.
@@ -752,4 +810,10 @@ var plantedBugs = []bug{
 	{name: "keys-cut-at-1KiB", group: "StateEntries (state, long keys)", new: func(cfg Config) Backend {
 		return cutStateKeys{cutKeys{newCow(cfg), cutAt1KiB}}
 	}},
+	// Time-to-live.
+	{name: "ttl-ignored", group: "RegisterStateTTL (ttl)", new: func(cfg Config) Backend { return ttlIgnored{ttlBackend(cfg)} }, opts: Options{Groups: ttlGroups}},
+	{name: "ttl-expires-a-millisecond-late", group: "RegisterStateTTL (ttl)", new: func(cfg Config) Backend { return ttlOneLate{ttlBackend(cfg)} }, opts: Options{Groups: ttlGroups}},
+	{name: "ttl-read-does-not-refresh", group: "Get (ttl, update on read)", new: func(cfg Config) Backend { return ttlReadNoRefresh{ttlBackend(cfg)} }, opts: Options{Groups: ttlGroups}},
+	{name: "ttl-cleanup-removes-live-entry", group: "CleanupExpired (ttl)", new: func(cfg Config) Backend { return ttlCleanupTooEager{ttlBackend(cfg)} }, opts: Options{Groups: ttlGroups}},
+	{name: "ttl-list-per-list", group: "Add (ttl, list)", new: func(cfg Config) Backend { return ttlListPerList{ttlBackend(cfg)} }, opts: Options{Groups: ttlGroups}},
 }

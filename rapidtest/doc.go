@@ -54,8 +54,10 @@
 // of that on average). Against cowstate's Backend, Run takes about 6
 // CPU-seconds, 35 under the race detector (AMD EPYC VM, 2 shared cores).
 // Options.Groups selects operation groups (a backend without timers
-// leaves out GroupTimers), Options.Keys and Options.Namespaces the pool
-// sizes, Options.Duration longer runs, Options.NewRestoreTarget the
+// leaves out GroupTimers; GroupTTL, states with a time-to-live driven by
+// the clock, is not in AllGroups: a backend that implements
+// contract.TTLBackend opts in with AllGroups | GroupTTL), Options.Keys
+// and Options.Namespaces the pool sizes, Options.Duration longer runs, Options.NewRestoreTarget the
 // constructor of the backends snapshots are restored into, Options.Seed
 // the seed.
 //
@@ -106,6 +108,11 @@
 //	clear-every-namespace                     ClearState (state)                      163 (47-544)
 //	state-registered-again-cleared            RegisterState (state)                   89 (23-528)
 //	keys-cut-at-1KiB                          StateEntries (state, long keys)         102 (25-547)
+//	ttl-ignored                               RegisterStateTTL (ttl)                  27 (8-79)
+//	ttl-expires-a-millisecond-late            RegisterStateTTL (ttl)                  46 (10-173)
+//	ttl-read-does-not-refresh                 Get (ttl, update on read)               1362 (474-3387)
+//	ttl-cleanup-removes-live-entry            CleanupExpired (ttl)                    635 (16-3237)
+//	ttl-list-per-list                         Add (ttl, list)                         228 (35-1511)
 //
 // # Caveats
 //

@@ -106,7 +106,7 @@ func value(t *rapid.T, label string) string { return bytesGen().Draw(t, label) }
 // heldKeys returns the keys the model holds state or timers of, sorted.
 func (m *machine) heldKeys() []string {
 	var ks []string
-	for _, s := range stateNames {
+	for _, s := range m.names {
 		es, _ := m.m.StateEntries(s)
 		for _, e := range es {
 			ks = append(ks, e.Key)
@@ -144,17 +144,22 @@ func (m *machine) addr(t *rapid.T, state string) (key, ns string) {
 	return m.key(t), m.ns(t, "ns")
 }
 
-// state draws one of the states of the given kinds, or now and then any
-// state (so that the kind errors are compared too) or one that is not
+// state draws one of the states of the given kinds (with GroupTTL, as
+// often the one with a TTL as the one without), or now and then any state
+// (so that the kind errors are compared too) or one that is not
 // registered.
-func state(t *rapid.T, proper ...string) string {
+func (m *machine) state(t *rapid.T, proper ...string) string {
 	switch rapid.IntRange(0, 19).Draw(t, "anyState") {
 	case 0:
 		return unregisteredState
 	case 1, 2:
-		return rapid.SampledFrom(stateNames).Draw(t, "state")
+		return rapid.SampledFrom(m.names).Draw(t, "state")
 	}
-	return rapid.SampledFrom(proper).Draw(t, "state")
+	s := rapid.SampledFrom(proper).Draw(t, "state")
+	if m.groups&GroupTTL != 0 && rapid.Bool().Draw(t, "withTTL") {
+		s = ttlPrefix + s
+	}
+	return s
 }
 
 // service draws a timer service, now and then one that is not registered.

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -26,6 +27,7 @@ import (
 // services; unregistered names for the operations that must fail.
 var (
 	stateNames          = []string{"value", "list", "map", "reducing", "aggregating"}
+	ttlPrefix           = "ttl-" // GroupTTL's states: ttl-value and so on, with a TTL
 	stateKinds          = []statetable.Kind{statetable.KindValue, statetable.KindList, statetable.KindMap, statetable.KindReducing, statetable.KindAggregating}
 	services            = []string{"t1", "t2"}
 	domains             = []timerqueue.Domain{timerqueue.EventTime, timerqueue.ProcessingTime}
@@ -60,7 +62,9 @@ type machine struct {
 	now        int64 // the processing-time clock
 	b          Backend
 	m          *Model
-	keys, nss  []string // the test case's pools
+	keys, nss  []string       // the test case's pools
+	names      []string       // the states registered: stateNames, and with GroupTTL theirs
+	ttl        statetable.TTL // GroupTTL: the TTL states' TTL
 	live       []pair
 	writes     []*write
 	step       int
@@ -76,6 +80,18 @@ func prop(mach Machine, newBackend func(Config) Backend, opts Options) func(*rap
 		}
 		m := &machine{opts: opts, groups: mach.groups() & opts.Groups, newBackend: newBackend}
 		m.drawSpace(t)
+		m.names = stateNames
+		if m.groups&GroupTTL != 0 {
+			m.names = nil
+			for _, n := range stateNames {
+				m.names = append(m.names, n, ttlPrefix+n)
+			}
+			m.ttl = statetable.TTL{
+				Duration: time.Duration(rapid.Int64Range(1, 20).Draw(t, "ttlMillis")) * time.Millisecond,
+				Update:   rapid.SampledFrom([]statetable.TTLUpdate{statetable.UpdateOnCreateAndWrite, statetable.UpdateOnReadAndWrite}).Draw(t, "ttlUpdate"),
+			}
+			t.Logf("TTL %+v", m.ttl)
+		}
 		t.Logf("config: max parallelism %d, key groups %v; keys %q, namespaces %q", m.cfg.MaxParallelism, m.cfg.KeyGroups, m.keys, m.nss)
 		t.Cleanup(m.cleanup)
 		m.b, m.m = m.fresh(t, m.cfg, false)
@@ -120,6 +136,20 @@ func (m *machine) fresh(t *rapid.T, cfg Config, restore bool) (Backend, *Model) 
 			m.fatalf(t, "RegisterState(%q, %v): %v", name, stateKinds[i], err)
 		}
 		mod.RegisterState(name, stateKinds[i])
+	}
+	if m.groups&GroupTTL != 0 {
+		tb, ok := b.(contract.TTLBackend)
+		if !ok {
+			m.fatalf(t, "GroupTTL selected, but the backend (%T) does not implement contract.TTLBackend", b)
+		}
+		for i, name := range stateNames {
+			if err := tb.RegisterStateTTL(ttlPrefix+name, stateKinds[i], m.ttl); err != nil {
+				m.fatalf(t, "RegisterStateTTL(%q, %v, %+v): %v", ttlPrefix+name, stateKinds[i], m.ttl, err)
+			}
+			if err := mod.RegisterStateTTL(ttlPrefix+name, stateKinds[i], m.ttl); err != nil {
+				m.fatalf(t, "BUG: model: RegisterStateTTL: %v", err)
+			}
+		}
 	}
 	if b.MaxParallelism() != mod.MaxParallelism() || b.KeyGroups() != mod.KeyGroups() {
 		m.fatalf(t, "backend for %+v has max parallelism %d and key groups %v; want %d and %v",
@@ -231,7 +261,7 @@ func (m *machine) diff(got, want contract.EntryReader) (err error) {
 			err = fmt.Errorf("panic reading the backend: %v", r)
 		}
 	}()
-	for _, s := range stateNames {
+	for _, s := range m.names {
 		g, err := got.StateEntries(s)
 		if err != nil {
 			return fmt.Errorf("state %q: %w", s, err)

@@ -22,7 +22,7 @@ var metaSeeds = flag.Int("rapidtest.seeds", 0, "seeds per planted bug in TestSui
 // shortSample is the planted bugs the meta-test runs under -short: one of
 // each group.
 var shortSample = []string{"lost-delete-under-view", "restore-keeps-unowned-key-groups", "negative-timestamps-unsigned",
-	"merge-sources-reversed", "aggregate-result-is-accumulator", "map-empty-value-removes"}
+	"merge-sources-reversed", "aggregate-result-is-accumulator", "map-empty-value-removes", "ttl-list-per-list"}
 
 func TestSuite_CatchesPlantedBugs(t *testing.T) {
 	seeds := max(1, *metaSeeds)

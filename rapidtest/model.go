@@ -51,6 +51,8 @@ type Model struct {
 	services map[string]bool
 	entries  map[string]map[addr]contract.Entry // state -> (key, ns) -> entry
 	timers   map[queueID]map[timer]bool
+	ttls     map[string]statetable.TTL // states with a TTL (model_ttl.go)
+	stamps   map[string]map[addr]stamp // their entries' expiration timestamps
 }
 
 var _ contract.Backend = (*Model)(nil)
@@ -88,7 +90,8 @@ func NewModel(cfg Config) (*Model, error) {
 		clock = func() int64 { return time.Now().UnixMilli() }
 	}
 	return &Model{maxPar: maxPar, owned: owned, clock: clock, kinds: map[string]statetable.Kind{},
-		services: map[string]bool{}, entries: map[string]map[addr]contract.Entry{}, timers: map[queueID]map[timer]bool{}}, nil
+		services: map[string]bool{}, entries: map[string]map[addr]contract.Entry{}, timers: map[queueID]map[timer]bool{},
+		ttls: map[string]statetable.TTL{}, stamps: map[string]map[addr]stamp{}}, nil
 }
 
 func (m *Model) MaxParallelism() int                 { return m.maxPar }
@@ -145,8 +148,18 @@ func (m *Model) state(name, key string, kinds ...statetable.Kind) (map[addr]cont
 	return m.entries[name], kind, nil
 }
 
+// ttlState is state for an operation on entry (key, ns) of a state that may
+// have a TTL: what of the entry has expired is removed first.
+func (m *Model) ttlState(name, key, ns string, kinds ...statetable.Kind) (map[addr]contract.Entry, statetable.Kind, error) {
+	es, kind, err := m.state(name, key, kinds...)
+	if err == nil {
+		m.purge(name, addr{key, ns})
+	}
+	return es, kind, err
+}
+
 func (m *Model) Put(state, key, ns, value string) error {
-	es, _, err := m.state(state, key, statetable.KindValue)
+	es, _, err := m.ttlState(state, key, ns, statetable.KindValue)
 	if err != nil {
 		return err
 	}
@@ -155,17 +168,23 @@ func (m *Model) Put(state, key, ns, value string) error {
 	} else {
 		es[addr{key, ns}] = contract.Entry{Key: key, Namespace: ns, Value: value}
 	}
+	if exp, ok := m.expiry(state); ok {
+		m.setStamp(state, addr{key, ns}, stamp{At: exp})
+	}
 	return nil
 }
 
 func (m *Model) Get(state, key, ns string) (string, bool, error) {
-	es, _, err := m.state(state, key, statetable.KindValue, statetable.KindReducing, statetable.KindAggregating)
+	es, _, err := m.ttlState(state, key, ns, statetable.KindValue, statetable.KindReducing, statetable.KindAggregating)
 	if err != nil {
 		return "", false, err
 	}
 	e, ok := es[addr{key, ns}]
 	if !ok {
 		return "", false, nil
+	}
+	if exp, _ := m.expiry(state); m.onRead(state) {
+		m.setStamp(state, addr{key, ns}, stamp{At: exp})
 	}
 	return result(m.kinds[state], e).Value, true, nil
 }
@@ -180,9 +199,20 @@ func result(kind statetable.Kind, e contract.Entry) contract.Entry {
 }
 
 func (m *Model) Add(state, key, ns, v string) error {
-	es, kind, err := m.state(state, key, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
+	es, kind, err := m.ttlState(state, key, ns, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
 	if err != nil {
 		return err
+	}
+	if exp, ok := m.expiry(state); ok {
+		defer func() {
+			s := m.stamps[state][addr{key, ns}]
+			if kind == statetable.KindList {
+				s.List = append(slices.Clone(s.List), exp)
+			} else {
+				s.At = exp
+			}
+			m.setStamp(state, addr{key, ns}, s)
+		}()
 	}
 	e, ok := es[addr{key, ns}]
 	e.Key, e.Namespace = key, ns
@@ -203,15 +233,19 @@ func (m *Model) Add(state, key, ns, v string) error {
 }
 
 func (m *Model) GetList(state, key, ns string) ([]string, error) {
-	es, _, err := m.state(state, key, statetable.KindList)
+	es, _, err := m.ttlState(state, key, ns, statetable.KindList)
 	if err != nil {
 		return nil, err
 	}
-	return slices.Clone(es[addr{key, ns}].List), nil
+	l := slices.Clone(es[addr{key, ns}].List)
+	if exp, _ := m.expiry(state); m.onRead(state) && len(l) > 0 {
+		m.setStamp(state, addr{key, ns}, stamp{List: repeat(exp, len(l))})
+	}
+	return l, nil
 }
 
 func (m *Model) UpdateList(state, key, ns string, elems []string) error {
-	es, _, err := m.state(state, key, statetable.KindList)
+	es, _, err := m.ttlState(state, key, ns, statetable.KindList)
 	if err != nil {
 		return err
 	}
@@ -220,13 +254,26 @@ func (m *Model) UpdateList(state, key, ns string, elems []string) error {
 	} else {
 		es[addr{key, ns}] = contract.Entry{Key: key, Namespace: ns, List: slices.Clone(elems)}
 	}
+	if exp, ok := m.expiry(state); ok {
+		m.setStamp(state, addr{key, ns}, stamp{List: repeat(exp, len(elems))})
+	}
 	return nil
 }
 
 func (m *Model) PutMapEntry(state, key, ns, userKey, userValue string) error {
-	es, _, err := m.state(state, key, statetable.KindMap)
+	es, _, err := m.ttlState(state, key, ns, statetable.KindMap)
 	if err != nil {
 		return err
+	}
+	if exp, ok := m.expiry(state); ok {
+		defer func() {
+			s := m.stamps[state][addr{key, ns}].clone()
+			if s.Map == nil {
+				s.Map = map[string]int64{}
+			}
+			s.Map[userKey] = exp
+			m.setStamp(state, addr{key, ns}, s)
+		}()
 	}
 	e := es[addr{key, ns}]
 	e.Key, e.Namespace, e.Map = key, ns, maps.Clone(e.Map)
@@ -239,22 +286,34 @@ func (m *Model) PutMapEntry(state, key, ns, userKey, userValue string) error {
 }
 
 func (m *Model) GetMapEntry(state, key, ns, userKey string) (string, bool, error) {
-	es, _, err := m.state(state, key, statetable.KindMap)
+	es, _, err := m.ttlState(state, key, ns, statetable.KindMap)
 	if err != nil {
 		return "", false, err
 	}
 	v, ok := es[addr{key, ns}].Map[userKey]
+	if exp, _ := m.expiry(state); ok && m.onRead(state) {
+		s := m.stamps[state][addr{key, ns}].clone()
+		s.Map[userKey] = exp
+		m.setStamp(state, addr{key, ns}, s)
+	}
 	return v, ok, nil
 }
 
 func (m *Model) RemoveMapEntry(state, key, ns, userKey string) error {
-	es, _, err := m.state(state, key, statetable.KindMap)
+	es, _, err := m.ttlState(state, key, ns, statetable.KindMap)
 	if err != nil {
 		return err
 	}
 	e, ok := es[addr{key, ns}]
 	if !ok {
 		return nil
+	}
+	if _, ttl := m.ttls[state]; ttl {
+		defer func() {
+			s := m.stamps[state][addr{key, ns}].clone()
+			delete(s.Map, userKey)
+			m.setStamp(state, addr{key, ns}, s)
+		}()
 	}
 	e.Map = maps.Clone(e.Map)
 	delete(e.Map, userKey)
@@ -272,14 +331,20 @@ func (m *Model) ClearState(state, key, ns string) error {
 		return err
 	}
 	delete(es, addr{key, ns})
+	delete(m.stamps[state], addr{key, ns})
 	return nil
 }
 
 func (m *Model) MergeNamespaces(state, key, target string, sources []string) error {
-	es, kind, err := m.state(state, key, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
+	es, kind, err := m.ttlState(state, key, target, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
 	if err != nil {
 		return err
 	}
+	for _, src := range sources {
+		m.purge(state, addr{key, src})
+	}
+	exp, ttl := m.expiry(state)
+	accStamp := m.stamps[state][addr{key, target}]
 	acc, have := es[addr{key, target}]
 	for _, src := range sources {
 		e, ok := es[addr{key, src}]
@@ -287,6 +352,18 @@ func (m *Model) MergeNamespaces(state, key, target string, sources []string) err
 			continue
 		}
 		delete(es, addr{key, src})
+		if ttl { // list elements keep their stamps; a merged value is stamped afresh
+			s := m.stamps[state][addr{key, src}]
+			delete(m.stamps[state], addr{key, src})
+			switch {
+			case kind == statetable.KindList && have:
+				accStamp.List = append(slices.Clone(accStamp.List), s.List...)
+			case kind == statetable.KindList:
+				accStamp = s
+			default:
+				accStamp.At = exp
+			}
+		}
 		switch {
 		case !have:
 			acc, have = e, true
@@ -301,6 +378,9 @@ func (m *Model) MergeNamespaces(state, key, target string, sources []string) err
 	if have {
 		acc.Key, acc.Namespace = key, target
 		es[addr{key, target}] = acc
+		if ttl {
+			m.setStamp(state, addr{key, target}, accStamp)
+		}
 	}
 	return nil
 }
@@ -374,13 +454,13 @@ func (m *Model) advance(service string, d timerqueue.Domain, upTo int64, fire co
 }
 
 func (m *Model) StateEntries(state string) ([]contract.Entry, error) {
-	es, ok := m.entries[state]
+	_, ok := m.entries[state]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", statetable.ErrUnknownState, state)
 	}
-	out := make([]contract.Entry, 0, len(es))
-	for _, e := range es {
-		out = append(out, result(m.kinds[state], cloneEntry(e)))
+	out, _ := m.liveEntries(state, m.clock())
+	for i, e := range out {
+		out[i] = result(m.kinds[state], e)
 	}
 	return out, nil
 }
@@ -395,12 +475,10 @@ func (m *Model) TimerEntries(service string, d timerqueue.Domain) ([]timer, erro
 
 // Capture returns a deep copy of the model. O(size).
 func (m *Model) Capture() contract.View {
-	v := &modelView{maxPar: m.maxPar, kinds: maps.Clone(m.kinds), entries: map[string][]contract.Entry{}, timers: map[queueID][]timer{}}
-	for name, es := range m.entries {
-		v.entries[name] = []contract.Entry{}
-		for _, e := range es {
-			v.entries[name] = append(v.entries[name], cloneEntry(e))
-		}
+	v := &modelView{maxPar: m.maxPar, kinds: maps.Clone(m.kinds), entries: map[string][]contract.Entry{}, stamps: map[string][]stamp{}, timers: map[queueID][]timer{}}
+	now := m.clock()
+	for name := range m.entries {
+		v.entries[name], v.stamps[name] = m.liveEntries(name, now)
 	}
 	for id := range m.timers {
 		v.timers[id], _ = m.TimerEntries(id.service, id.d)
@@ -418,6 +496,7 @@ type modelView struct {
 	maxPar   int
 	kinds    map[string]statetable.Kind
 	entries  map[string][]contract.Entry
+	stamps   map[string][]stamp // of TTL states: entries[name][i]'s is stamps[name][i]
 	timers   map[queueID][]timer
 	released atomic.Bool
 }
@@ -456,6 +535,7 @@ func (v *modelView) Release() { v.released.Store(true) }
 type modelFile struct {
 	MaxParallelism int
 	States         map[string][]contract.Entry
+	Stamps         map[string][]stamp // of TTL states, entry by entry
 	Timers         []fileTimers
 }
 
@@ -467,7 +547,7 @@ type fileTimers struct {
 
 func (v *modelView) WriteSnapshot(ctx context.Context, w io.Writer) error {
 	v.live()
-	f := modelFile{MaxParallelism: v.maxPar, States: v.entries}
+	f := modelFile{MaxParallelism: v.maxPar, States: v.entries, Stamps: v.stamps}
 	for id, ts := range v.timers {
 		f.Timers = append(f.Timers, fileTimers{id.service, id.d, ts})
 	}
@@ -489,9 +569,22 @@ func (m *Model) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) 
 		if _, ok := m.kinds[name]; !ok {
 			return fmt.Errorf("%w: state %q not registered", snapshot.ErrMismatch, name)
 		}
-		for _, e := range es {
-			if m.own(e.Key) == nil {
-				m.entries[name][addr{e.Key, e.Namespace}] = e
+		_, ttl := m.ttls[name]
+		if len(f.Stamps[name]) > 0 && !ttl {
+			return fmt.Errorf("%w: state %q has a TTL in the file, not in the model", snapshot.ErrMismatch, name)
+		}
+		for i, e := range es {
+			if m.own(e.Key) != nil {
+				continue
+			}
+			a := addr{e.Key, e.Namespace}
+			m.entries[name][a] = e
+			switch {
+			case i < len(f.Stamps[name]):
+				m.stamps[name][a] = f.Stamps[name][i]
+			case ttl: // written without TTL: as if written now
+				exp, _ := m.expiry(name)
+				m.stamps[name][a] = stamp{At: exp, List: repeat(exp, len(e.List)), Map: mapOf(e.Map, exp)}
 			}
 		}
 	}
@@ -507,4 +600,25 @@ func (m *Model) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) 
 		}
 	}
 	return nil
+}
+
+// repeat returns n copies of x.
+func repeat(x int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = x
+	}
+	return out
+}
+
+// mapOf returns the keys of m, each mapped to x (nil for an empty m).
+func mapOf(m map[string]string, x int64) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k := range m {
+		out[k] = x
+	}
+	return out
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"pgregory.net/rapid"
+
+	"github.com/cowstate/cowstate/contract"
 )
 
 // This file lists the machine's operations and holds those on keyed state:
@@ -25,6 +27,8 @@ var weights = map[string]int{
 	"RegisterWindowTimers": 2,
 	"AdvanceWatermark":     2,
 	"Capture":              3,
+	"AdvanceClock":         5,
+	"ReadTTL":              5,
 }
 
 func (m *machine) actions() map[string]func(*rapid.T) {
@@ -68,13 +72,66 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 	if m.groups&GroupRescale != 0 {
 		a["Rescale"] = m.rescale
 	}
+	if m.groups&GroupTTL != 0 {
+		a["AdvanceClock"] = m.advanceClock
+		a["CleanupExpired"] = m.cleanupExpired
+		a["ReadTTL"] = m.readTTL
+	}
 	return a
+}
+
+// advanceClock moves the processing-time clock forward, mostly by less
+// than a TTL (so that what was refreshed since its last write outlives
+// what was not), now and then by up to two: what the TTL states hold
+// expires, or not yet.
+func (m *machine) advanceClock(t *rapid.T) {
+	ttl := m.ttl.Duration.Milliseconds()
+	if rapid.IntRange(0, 3).Draw(t, "clockLong") == 0 {
+		ttl *= 2
+	}
+	d := rapid.Int64Range(0, ttl).Draw(t, "clockAdvance")
+	m.now = addSat(m.now, d)
+	m.note(t, "clock +%d = %d", d, m.now)
+}
+
+// readTTL reads an entry of a state with a TTL, one of every kind: with
+// UpdateOnReadAndWrite, reads refresh, and a refresh shows only after the
+// clock moves past the timestamp it replaced.
+func (m *machine) readTTL(t *rapid.T) {
+	s := ttlPrefix + rapid.SampledFrom([]string{"value", "reducing", "aggregating", "list", "map"}).Draw(t, "ttlState")
+	k, ns := m.addr(t, s)
+	switch s {
+	case ttlPrefix + "list":
+		g, gerr := m.b.GetList(s, k, ns)
+		w, werr := m.m.GetList(s, k, ns)
+		if len(g) == 0 {
+			g = nil
+		}
+		m.same(t, fmt.Sprintf("GetList(%q, %q, %q)", s, k, ns), []any{g}, []any{w}, gerr, werr)
+	case ttlPrefix + "map":
+		uk, _, _ := m.userKey(t, s, k, ns, 3)
+		gv, gok, gerr := m.b.GetMapEntry(s, k, ns, uk)
+		wv, wok, werr := m.m.GetMapEntry(s, k, ns, uk)
+		m.same(t, fmt.Sprintf("GetMapEntry(%q, %q, %q, %q)", s, k, ns, uk), []any{gv, gok}, []any{wv, wok}, gerr, werr)
+	default:
+		gv, gok, gerr := m.b.Get(s, k, ns)
+		wv, wok, werr := m.m.Get(s, k, ns)
+		m.same(t, fmt.Sprintf("Get(%q, %q, %q)", s, k, ns), []any{gv, gok}, []any{wv, wok}, gerr, werr)
+	}
+}
+
+// cleanupExpired runs the backend's incremental cleanup with a small
+// budget: it may remove what has expired, which no reader may notice.
+func (m *machine) cleanupExpired(t *rapid.T) {
+	budget := rapid.IntRange(1, 8).Draw(t, "budget")
+	m.b.(contract.TTLBackend).CleanupExpired(budget)
+	m.m.CleanupExpired(budget)
 }
 
 // put sets a value: often a rewrite of a value the model holds, with the
 // same value or another.
 func (m *machine) put(t *rapid.T) {
-	s := state(t, "value")
+	s := m.state(t, "value")
 	var k, ns, v string
 	if e, ok := m.held(t, s); ok {
 		k, ns, v = e.Key, e.Namespace, e.Value
@@ -88,7 +145,7 @@ func (m *machine) put(t *rapid.T) {
 }
 
 func (m *machine) get(t *rapid.T) {
-	s := state(t, "value", "reducing", "aggregating")
+	s := m.state(t, "value", "reducing", "aggregating")
 	k, ns := m.addr(t, s)
 	gv, gok, gerr := m.b.Get(s, k, ns)
 	wv, wok, werr := m.m.Get(s, k, ns)
@@ -96,7 +153,7 @@ func (m *machine) get(t *rapid.T) {
 }
 
 func (m *machine) add(t *rapid.T) {
-	s := state(t, "list", "reducing", "aggregating")
+	s := m.state(t, "list", "reducing", "aggregating")
 	k, ns := m.addr(t, s)
 	v := value(t, "value")
 	m.same(t, fmt.Sprintf("Add(%q, %q, %q, %q)", s, k, ns, v), nil, nil, m.b.Add(s, k, ns, v), m.m.Add(s, k, ns, v))
@@ -106,7 +163,7 @@ func (m *machine) add(t *rapid.T) {
 // namespaces, as a window operator does, so that merges have something to
 // merge and their order shows.
 func (m *machine) addToWindows(t *rapid.T) {
-	s, k := state(t, "list", "reducing", "aggregating"), m.key(t)
+	s, k := m.state(t, "list", "reducing", "aggregating"), m.key(t)
 	for _, ns := range rapid.SliceOfNDistinct(rapid.SampledFrom(m.nss), 1, len(m.nss), rapid.ID).Draw(t, "namespaces") {
 		v := value(t, "value")
 		m.same(t, fmt.Sprintf("Add(%q, %q, %q, %q)", s, k, ns, v), nil, nil, m.b.Add(s, k, ns, v), m.m.Add(s, k, ns, v))
@@ -114,7 +171,7 @@ func (m *machine) addToWindows(t *rapid.T) {
 }
 
 func (m *machine) getList(t *rapid.T) {
-	s := state(t, "list")
+	s := m.state(t, "list")
 	k, ns := m.addr(t, s)
 	g, gerr := m.b.GetList(s, k, ns)
 	w, werr := m.m.GetList(s, k, ns)
@@ -128,7 +185,7 @@ func (m *machine) getList(t *rapid.T) {
 // position (an element replaced by an equal or another value, removed, or
 // inserted), or emptied; or with a list drawn whole.
 func (m *machine) updateList(t *rapid.T) {
-	s := state(t, "list")
+	s := m.state(t, "list")
 	var k, ns string
 	var es []string
 	if e, ok := m.held(t, s); ok {
@@ -174,7 +231,7 @@ func (m *machine) userKey(t *rapid.T, s, k, ns string, held int) (string, string
 }
 
 func (m *machine) putMapEntry(t *rapid.T) {
-	s := state(t, "map")
+	s := m.state(t, "map")
 	k, ns := m.addr(t, s)
 	uk, uv, ok := m.userKey(t, s, k, ns, 1)
 	switch {
@@ -188,7 +245,7 @@ func (m *machine) putMapEntry(t *rapid.T) {
 }
 
 func (m *machine) getMapEntry(t *rapid.T) {
-	s := state(t, "map")
+	s := m.state(t, "map")
 	k, ns := m.addr(t, s)
 	uk, _, _ := m.userKey(t, s, k, ns, 2)
 	gv, gok, gerr := m.b.GetMapEntry(s, k, ns, uk)
@@ -197,7 +254,7 @@ func (m *machine) getMapEntry(t *rapid.T) {
 }
 
 func (m *machine) removeMapEntry(t *rapid.T) {
-	s := state(t, "map")
+	s := m.state(t, "map")
 	k, ns := m.addr(t, s)
 	uk, _, _ := m.userKey(t, s, k, ns, 2)
 	m.same(t, fmt.Sprintf("RemoveMapEntry(%q, %q, %q, %q)", s, k, ns, uk), nil, nil,
@@ -206,7 +263,7 @@ func (m *machine) removeMapEntry(t *rapid.T) {
 
 // clearState clears an entry, usually one the model holds.
 func (m *machine) clearState(t *rapid.T) {
-	s := state(t, stateNames...)
+	s := m.state(t, stateNames...)
 	k, ns := m.addr(t, s)
 	m.same(t, fmt.Sprintf("ClearState(%q, %q, %q)", s, k, ns), nil, nil, m.b.ClearState(s, k, ns), m.m.ClearState(s, k, ns))
 }
@@ -233,7 +290,7 @@ func (m *machine) registerServiceAgain(t *rapid.T) {
 // order shows), into one of them or another; a source may repeat or be the
 // target.
 func (m *machine) merge(t *rapid.T) {
-	s := state(t, "list", "reducing", "aggregating")
+	s := m.state(t, "list", "reducing", "aggregating")
 	k := ""
 	var held []string // namespaces of k's entries
 	if e, ok := m.held(t, s); ok {

@@ -47,6 +47,14 @@ const (
 	// of the key groups, each compared with the model's share, and probed
 	// with writes of every key.
 	GroupRescale
+	// GroupTTL: states of every kind with a time-to-live (a TTL drawn per
+	// test case), driven by the state operations and by moves of the
+	// processing-time clock and incremental cleanups, with snapshots,
+	// writes and rescaling as selected, in the "state" machine. Not in
+	// AllGroups: the backend must
+	// implement contract.TTLBackend, and a backend without TTL leaves the
+	// group out; select it with AllGroups | GroupTTL.
+	GroupTTL
 
 	// AllGroups is every group.
 	AllGroups = GroupState | GroupMerge | GroupTimers | GroupSnapshots | GroupWrites | GroupRescale
@@ -84,11 +92,11 @@ func (m Machine) core() Group {
 func (m Machine) groups() Group {
 	switch m {
 	case MachineState:
-		return GroupState | GroupMerge | GroupSnapshots | GroupWrites | GroupRescale
+		return GroupState | GroupMerge | GroupSnapshots | GroupWrites | GroupRescale | GroupTTL
 	case MachineTimers:
 		return GroupTimers | GroupSnapshots | GroupWrites | GroupRescale
 	}
-	return AllGroups
+	return AllGroups // GroupTTL rides the state machine only, which keeps the suite's time
 }
 
 // Options tunes a run. The zero value runs every group with the defaults.

@@ -16,8 +16,9 @@ var (
 	steps = flag.Int("rapidtest.steps", 0, "most operations per test case (0: the suite's default)")
 )
 
+// opts runs every group, TTL included: the model and cowstate have it.
 func opts() rapidtest.Options {
-	return rapidtest.Options{Duration: *long, Keys: *keys, Steps: *steps}
+	return rapidtest.Options{Groups: rapidtest.AllGroups | rapidtest.GroupTTL, Duration: *long, Keys: *keys, Steps: *steps}
 }
 
 func newModel(cfg rapidtest.Config) rapidtest.Backend {
@@ -47,7 +48,7 @@ func TestCowstate(t *testing.T) { rapidtest.Run(t, newCowstate, opts()) }
 // left out, as a backend without timers would.
 func TestCowstate_WithoutTimers(t *testing.T) {
 	o := opts()
-	o.Groups = rapidtest.AllGroups &^ rapidtest.GroupTimers
+	o.Groups &^= rapidtest.GroupTimers
 	rapidtest.Run(t, newCowstate, o)
 }
 

@@ -3,7 +3,7 @@
 // the Source (what Write reads: one captured version) and Sink (what Restore
 // fills) interfaces, which package cowstate implements.
 //
-// # Format, version 1
+// # Format, version 2
 //
 // All integers are big-endian unless marked uvarint/varint (encoding/binary's
 // variable-length encodings). A blob is a uvarint length followed by that
@@ -11,7 +11,7 @@
 //
 //	file     = header section* index footer
 //	header   = magic "CWSNAP\x00\x01" (8 bytes)
-//	           format version u16 (1)
+//	           format version u16 (2; version 1 is still read)
 //	           metadata length u32
 //	           metadata
 //	           metadata checksum u64 (xxhash64 of the metadata bytes)
@@ -21,7 +21,8 @@
 //	           first key group uvarint, last key group + 1 uvarint
 //	           state count uvarint, then per state (sorted by name):
 //	               name blob, kind u8 (statetable.Kind), codec count uvarint,
-//	               codec ID blobs (key, namespace, then the kind's values)
+//	               codec ID blobs (key, namespace, then the kind's values),
+//	               flags u8 (bit 0: the state has a TTL; not in version 1)
 //	           timer service count uvarint, then per service (by name):
 //	               name blob, key codec ID blob, namespace codec ID blob
 //	section  = one per key group that has state or timers, ascending:
@@ -40,7 +41,15 @@
 //
 // Cells: value, reducing and aggregating state store the value's codec
 // encoding; list state stores uvarint count then one blob per element; map
-// state stores uvarint count then (user key blob, value blob) pairs.
+// state stores uvarint count then (user key blob, value blob) pairs. In a
+// state with a TTL, each value, element and map value is prefixed with its
+// expiration timestamp (milliseconds of the writer's processing-time clock,
+// 8 bytes big-endian), and what had expired at the capture is left out:
+// elements and map entries one by one, entries with nothing left whole.
+//
+// Version 1 is version 2 without the per-state flags byte: every state
+// reads as without TTL. Restored into a state with a TTL, its values are
+// stamped as written at the restore.
 //
 // Entries within a section come in canonical order (entry hash, then key
 // bytes), map cells in the hash order of their encoded user keys (ties by

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -57,6 +58,11 @@ func (m *Meta) append(dst []byte) []byte {
 		for _, c := range s.Codec {
 			dst = fileformat.AppendString(dst, c)
 		}
+		flags := byte(0)
+		if s.TTL {
+			flags |= stateTTL
+		}
+		dst = append(dst, flags)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(m.Timers)))
 	for _, t := range m.Timers {
@@ -67,7 +73,12 @@ func (m *Meta) append(dst []byte) []byte {
 	return dst
 }
 
-func decodeMeta(b []byte) (Meta, error) {
+// Per-state flags of the metadata (format version 2 on).
+const stateTTL = 1 // the state's values carry expiration timestamps
+
+// decodeMeta decodes metadata of a file of format version 1 or 2 (version
+// 1 has no per-state flags: no state has a TTL).
+func decodeMeta(b []byte, version uint16) (Meta, error) {
 	d := fileformat.Decoder{Corrupt: ErrCorrupt, B: b, What: "metadata"}
 	var m Meta
 	flags := d.Byte()
@@ -84,6 +95,13 @@ func decodeMeta(b []byte) (Meta, error) {
 		nc := d.Count(len(b))
 		for range nc {
 			s.Codec = append(s.Codec, d.String())
+		}
+		if version >= 2 {
+			flags := d.Byte()
+			if flags&^stateTTL != 0 && d.Err == nil {
+				d.Fail("state %q: unknown flags %#x", s.Name, flags)
+			}
+			s.TTL = flags&stateTTL != 0
 		}
 		m.States = append(m.States, s)
 	}
@@ -115,4 +133,14 @@ func AppendMeta(dst []byte, m Meta) []byte {
 }
 
 // DecodeMeta decodes what AppendMeta encoded; errors match ErrCorrupt.
-func DecodeMeta(b []byte) (Meta, error) { return decodeMeta(b) }
+func DecodeMeta(b []byte) (Meta, error) { return decodeMeta(b, FormatVersion) }
+
+// DecodeMetaVersion decodes metadata as a file of the given format version
+// holds it (1 or 2; the delta format's versions carry the metadata of the
+// snapshot format's version of the same number). Errors match ErrCorrupt.
+func DecodeMetaVersion(b []byte, version uint16) (Meta, error) {
+	if version < MinFormatVersion || version > FormatVersion {
+		return Meta{}, fmt.Errorf("%w: metadata of format version %d, want %d to %d", ErrCorrupt, version, MinFormatVersion, FormatVersion)
+	}
+	return decodeMeta(b, version)
+}

@@ -42,12 +42,12 @@ type Reader struct {
 // checksums, bounds) and returns a Reader. Errors match ErrCorrupt (or are
 // r's I/O errors). Nothing is allocated beyond the bytes the file has.
 func Open(r io.ReaderAt, size int64) (*Reader, error) {
-	h := fileformat.Header{Name: "snapshot", Magic: headerMagic, Version: formatVersion, Corrupt: ErrCorrupt}
-	_, metaBytes, headerEnd, err := h.Read(r, size)
+	h := fileformat.Header{Name: "snapshot", Magic: headerMagic, Version: FormatVersion, MinVersion: MinFormatVersion, Corrupt: ErrCorrupt}
+	version, _, metaBytes, headerEnd, err := h.Read(r, size)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := decodeMeta(metaBytes)
+	meta, err := decodeMeta(metaBytes, version)
 	if err != nil {
 		return nil, err
 	}

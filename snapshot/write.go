@@ -43,9 +43,16 @@ const (
 )
 
 const (
-	headerMagic   = "CWSNAP\x00\x01"
-	footerMagic   = "CWSNAPND"
-	formatVersion = 1
+	headerMagic = "CWSNAP\x00\x01"
+	footerMagic = "CWSNAPND"
+)
+
+// FormatVersion is the snapshot format version written (2: the metadata
+// records which states have a TTL, and their values carry expiration
+// timestamps); MinFormatVersion the oldest read (1: no TTL).
+const (
+	FormatVersion    = 2
+	MinFormatVersion = 1
 )
 
 // countingWriter counts bytes and sticks to the first error.
@@ -88,7 +95,7 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 	cw := &countingWriter{w: w, prog: prog}
 
 	metaBytes := meta.append(nil)
-	header := append([]byte(headerMagic), 0, formatVersion)
+	header := append([]byte(headerMagic), 0, FormatVersion)
 	header = binary.BigEndian.AppendUint32(header, uint32(len(metaBytes)))
 	header = append(header, metaBytes...)
 	header = binary.BigEndian.AppendUint64(header, xxhash.Sum64(metaBytes))

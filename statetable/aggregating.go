@@ -13,27 +13,65 @@ type AggregateFunction[IN, ACC, OUT any] interface {
 
 // AggregatingState holds one accumulator per (key, namespace).
 type AggregatingState[K, N, IN, ACC, OUT any] struct {
-	*cells[K, N, ACC]
-	fn AggregateFunction[IN, ACC, OUT]
+	*cells[K, N, ACC] // nil for a state with a TTL
+	keyed[K, N]
+	ttl *ttlCells[K, N, ACC] // nil for a state without a TTL
+	fn  AggregateFunction[IN, ACC, OUT]
 }
 
 // NewAggregating registers an aggregating state; ac is the accumulator's
 // codec. The type parameters are inferred from the arguments (IN, ACC and
-// OUT from fn's methods): a call names none.
-func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT]) (*AggregatingState[K, N, IN, ACC, OUT], error) {
-	info := StateInfo{Name: name, Kind: KindAggregating, Codec: []string{kc.ID(), nc.ID(), ac.ID()}}
-	return registerAs[*AggregatingState[K, N, IN, ACC, OUT]](t, info, func() registered {
-		s := &AggregatingState[K, N, IN, ACC, OUT]{cells: newCells[K, N, ACC](t, info, kc, nc, equalityFor[ACC]()), fn: fn}
+// OUT from fn's methods): a call names none. With WithTTL, each
+// accumulator expires on its own; an Add to an expired one starts a new
+// accumulator. Writer goroutine only.
+func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT], opts ...Option) (*AggregatingState[K, N, IN, ACC, OUT], error) {
+	o, err := stateOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	info := StateInfo{Name: name, Kind: KindAggregating, Codec: []string{kc.ID(), nc.ID(), ac.ID()}, TTL: o.ttl != nil}
+	s, err := registerAs[*AggregatingState[K, N, IN, ACC, OUT]](t, info, func() registered {
+		s := &AggregatingState[K, N, IN, ACC, OUT]{fn: fn}
+		if o.ttl != nil {
+			s.ttl = newTTLCells(t, info, kc, nc, ac, *o.ttl)
+			s.keyed = keyed[K, N]{s.ttl.cells}
+			return ttlReg[K, N, stamped[ACC]]{s.ttl.cells, s}
+		}
+		s.cells = newCells[K, N, ACC](t, info, kc, nc, equalityFor[ACC]())
 		s.cell = valueCell(ac)
+		s.keyed = keyed[K, N]{s.cells}
 		return s
 	})
+	if err != nil {
+		return nil, err
+	}
+	var have *ttlRuntime
+	if s.ttl != nil {
+		have = s.ttl.rt
+	}
+	if err := checkTTL(name, have, o.ttl); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func (s *AggregatingState[K, N, IN, ACC, OUT]) info() StateInfo { return s.cells.info }
 func (s *AggregatingState[K, N, IN, ACC, OUT]) handle() any     { return s }
 
-// Add adds in to the accumulator of (key, ns), creating it if needed.
+// Add adds in to the accumulator of (key, ns), creating it if needed (or,
+// with a TTL, if it has expired). Writer goroutine only.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) Add(key K, ns N, in IN) error {
+	if s.ttl != nil {
+		now := s.ttl.t.now()
+		acc, ok, err := s.ttl.getFresh(key, ns, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			acc = s.fn.CreateAccumulator()
+		}
+		return s.ttl.putLive(key, ns, s.fn.Add(in, acc), now)
+	}
 	acc, ok, err := s.get(key, ns)
 	if err != nil {
 		return err
@@ -45,9 +83,17 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) Add(key K, ns N, in IN) error {
 }
 
 // Get returns the result of the accumulator of (key, ns), and whether there
-// is one.
+// is one (with a TTL, by the TTL's rules, as ValueState.Lookup). Writer
+// goroutine only.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) Get(key K, ns N) (OUT, bool, error) {
-	acc, ok, err := s.get(key, ns)
+	var acc ACC
+	var ok bool
+	var err error
+	if s.ttl != nil {
+		acc, ok, err = s.ttl.getLive(key, ns)
+	} else {
+		acc, ok, err = s.get(key, ns)
+	}
 	if !ok || err != nil {
 		var zero OUT
 		return zero, false, err
@@ -57,7 +103,14 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) Get(key K, ns N) (OUT, bool, erro
 
 // GetAt is Get on a snapshot; any goroutine.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) GetAt(snap *Snapshot, key K, ns N) (OUT, bool, error) {
-	acc, ok, err := s.getAt(snap, key, ns)
+	var acc ACC
+	var ok bool
+	var err error
+	if s.ttl != nil {
+		acc, ok, err = s.ttl.getAtLive(snap, key, ns)
+	} else {
+		acc, ok, err = s.getAt(snap, key, ns)
+	}
 	if !ok || err != nil {
 		var zero OUT
 		return zero, false, err
@@ -65,13 +118,22 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) GetAt(snap *Snapshot, key K, ns N
 	return s.fn.Result(acc), true, nil
 }
 
-// Clear removes the accumulator of (key, ns).
-func (s *AggregatingState[K, N, IN, ACC, OUT]) Clear(key K, ns N) error { return s.clear(key, ns) }
+// Clear removes the accumulator of (key, ns). Writer goroutine only.
+func (s *AggregatingState[K, N, IN, ACC, OUT]) Clear(key K, ns N) error {
+	if s.ttl != nil {
+		return s.ttl.clear(key, ns)
+	}
+	return s.clear(key, ns)
+}
 
 // MergeNamespaces merges the accumulators of key in the source namespaces
 // into the target's (Merge(target, source), in the order given) and clears
 // the sources. Sources without an accumulator are skipped; if none has one,
-// the target is unchanged. A source equal to the target is ignored.
+// the target is unchanged. A source equal to the target is ignored. With a
+// TTL, as ReducingState.MergeNamespaces. Writer goroutine only.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) MergeNamespaces(key K, target N, sources ...N) error {
+	if s.ttl != nil {
+		return s.ttl.mergeLive(key, target, sources, s.fn.Merge)
+	}
 	return s.mergeNamespaces(key, target, sources, s.fn.Merge)
 }

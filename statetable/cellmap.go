@@ -83,6 +83,14 @@ func newCellMap[C any](owner *cow.Owner, equal func(a, b C) bool) cellMap[C] {
 	}
 }
 
+// compact makes the maps grow leaves by smaller steps (cow.Map.SetCompactLeaves),
+// for cells of TTL states, larger by their expiration timestamp.
+func (m *cellMap[C]) compact() {
+	m.k15.SetCompactLeaves()
+	m.k31.SetCompactLeaves()
+	m.long.SetCompactLeaves()
+}
+
 func (m *cellMap[C]) len() int { return m.k15.Len() + m.k31.Len() + m.long.Len() }
 
 // get returns the cell of composite key ck, whose entry hash is h.

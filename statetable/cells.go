@@ -31,6 +31,7 @@ type cells[K, N, C any] struct {
 	buf      []byte // scratch for composite keys; writer goroutine only
 	cell     cellCodec[C]
 	parts    *cellParts[C] // list and map states only
+	ttl      *ttlHooks[C]  // states with a TTL only
 }
 
 func newCells[K, N, C any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], equal func(a, b C) bool) *cells[K, N, C] {

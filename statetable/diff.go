@@ -195,6 +195,9 @@ func (c *cells[K, N, C]) patch(ck string, parts []Part) error {
 	if _, _, err := splitComposite(ck); err != nil {
 		return fmt.Errorf("state %q: %w", c.info.Name, err)
 	}
+	if c.ttl != nil {
+		c.ttl.taint() // patched timestamps may be older than the cleanup's floor
+	}
 	return c.patchHashed(compositeHash(ck), ck, parts)
 }
 
@@ -242,17 +245,46 @@ type EntryOp struct {
 // keep the keys. Errors as RestoreEntry, DeleteEntry and PatchEntry; a key
 // or cell that does not decode fails before anything is written, a failing
 // patch leaves the ops before it applied. Writer goroutine only.
+//
+// Cells and parts are in the state's own encoding (see ApplyEntriesFrom).
 func (t *Table) ApplyEntries(name string, ops []EntryOp) error {
 	r, ok := t.states[name]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownState, name)
 	}
-	return r.apply(ops)
+	return t.ApplyEntriesFrom(name, r.info().TTL, ops)
 }
 
-// apply implements ApplyEntries: each key is checked and hashed once (a
+// ApplyEntriesFrom is ApplyEntries of changes written by a state that had a
+// TTL (ttl: cells and parts carry expiration timestamps) or not, as
+// RestoreRunFrom: into a state with a TTL, cells and parts without
+// timestamps are stamped to expire the TTL after the table's time, and a
+// put of a cell with nothing left that has not expired deletes the entry.
+// Writer goroutine only.
+func (t *Table) ApplyEntriesFrom(name string, ttl bool, ops []EntryOp) error {
+	r, ok := t.states[name]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	if ttl && !r.info().TTL {
+		return fmt.Errorf("%w: state %q has no TTL, the changes applied carry expiration timestamps", ErrStateMismatch, name)
+	}
+	return r.apply(ttl, ops)
+}
+
+// apply implements ApplyEntriesFrom: each key is checked and hashed once (a
 // put's cell decoded with it), then the ops run in hash order.
-func (c *cells[K, N, C]) apply(ops []EntryOp) error {
+func (c *cells[K, N, C]) apply(stamped bool, ops []EntryOp) error {
+	dec, now := c.cell.dec, int64(0)
+	if c.ttl != nil {
+		c.ttl.taint() // replayed timestamps may be older than the cleanup's floor
+		now = c.t.now()
+		if !stamped {
+			exp := c.ttl.rt.expiry(now)
+			dec = func(b []byte) (C, error) { return c.ttl.decPlain(b, exp) }
+			ops = stampParts(ops, exp)
+		}
+	}
 	type item struct {
 		h    uint64
 		ck   string
@@ -266,7 +298,7 @@ func (c *cells[K, N, C]) apply(ops []EntryOp) error {
 		it.ck = unsafe.String(unsafe.SliceData(it.op.Key), len(it.op.Key))
 		var err error
 		if it.op.Put {
-			it.h, it.cell, err = c.decodeEntry(it.ck, it.op.Cell)
+			it.h, it.cell, err = c.decodeEntry(it.ck, it.op.Cell, dec)
 		} else if _, _, err = splitComposite(it.ck); err != nil {
 			err = fmt.Errorf("state %q: %w", c.info.Name, err)
 		} else {
@@ -289,6 +321,44 @@ func (c *cells[K, N, C]) apply(ops []EntryOp) error {
 				return err
 			}
 		}
+		if c.ttl != nil {
+			c.dropExpired(it.h, it.ck, now)
+		}
 	}
 	return nil
+}
+
+// stampParts returns ops with the values of their parts stamped to expire
+// at exp (the parts of a state without TTL replayed on one with a TTL);
+// ops is not modified.
+func stampParts(ops []EntryOp, exp int64) []EntryOp {
+	out := make([]EntryOp, len(ops))
+	for i, op := range ops {
+		out[i] = op
+		if len(op.Parts) == 0 {
+			continue
+		}
+		out[i].Parts = make([]Part, len(op.Parts))
+		for j, p := range op.Parts {
+			if !p.Deleted {
+				p.Value = append(binary.BigEndian.AppendUint64(nil, uint64(exp)), p.Value...)
+			}
+			out[i].Parts[j] = p
+		}
+	}
+	return out
+}
+
+// dropExpired removes from the entry ck, of a TTL state, what has expired
+// at now: the parts of its cell, or the entry if nothing is left.
+func (c *cells[K, N, C]) dropExpired(h uint64, ck string, now int64) {
+	cell, ok := c.m.get(h, ck)
+	if !ok || !c.ttl.expired(cell, now) {
+		return
+	}
+	if cell, live := c.ttl.prune(cell, now); live {
+		c.m.set(h, ck, cell, true)
+		return
+	}
+	c.m.delete(h, ck)
 }

@@ -31,6 +31,18 @@
 // elements are a persistent structure of their own, so appending to a list
 // or putting one map entry copies a path, not the whole value.
 //
+// # Time-to-live
+//
+// A state registered WithTTL expires each value, list element and map
+// user key a TTL after it was last written (or read, with
+// UpdateOnReadAndWrite), on the table's clock (Config.Clock, or a time
+// pinned with PinTime). It stores its values stamped with an int64
+// expiration timestamp; a state without TTL stores them bare, so TTL
+// costs nothing where it is off. What has expired is removed by the read
+// that meets it and by CleanupExpired, a cursor over each TTL state that
+// visits a bounded number of entries per call; snapshots read at their
+// capture's time, and snapshot files leave out what had expired by then.
+//
 // # Caveats
 //
 //   - A Table and its states belong to one writer goroutine: every write,

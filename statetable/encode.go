@@ -17,7 +17,10 @@ import (
 // returns the extended slice and the number of entries. A state whose keys
 // are all inline and at most 15 bytes long (an integer key, no namespace)
 // is encoded leaf by leaf in one loop with no call per entry but the cell
-// codec's; others go through KeyGroupEntries. Cost O(entries of g + their
+// codec's; others go through KeyGroupEntries. A state with a TTL leaves
+// out what had expired at the snapshot's time (Snapshot.Time): list
+// elements and map entries one by one, and entries with nothing left
+// whole, so no file holds expired state. Cost O(entries of g + their
 // bytes). Any goroutine while snap is live.
 func (snap *Snapshot) AppendKeyGroupEntries(dst []byte, name string, g int) ([]byte, int, error) {
 	r, ok := snap.regs[name]
@@ -28,7 +31,7 @@ func (snap *Snapshot) AppendKeyGroupEntries(dst []byte, name string, g int) ([]b
 	if err != nil {
 		return dst, 0, err
 	}
-	dst, n := r.appendEntries(snap.views[name], lo, hi, dst)
+	dst, n := r.appendEntries(snap.views[name], lo, hi, snap.now, dst)
 	return dst, n, nil
 }
 
@@ -48,12 +51,16 @@ func (snap *Snapshot) groupHashes(g int) (lo, hi uint64, err error) {
 }
 
 // appendEntries implements AppendKeyGroupEntries for a view's hashes in
-// [lo, hi].
-func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, dst []byte) ([]byte, int) {
+// [lo, hi]; a TTL state leaves out what has expired at now.
+func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst []byte) ([]byte, int) {
 	v := view.(cellView[C])
 	n := 0
-	if v.k31.Len() > 0 || v.long.Len() > 0 {
-		c.scan(view, lo, hi, func(key, cell []byte) bool {
+	var live *int64
+	if c.ttl != nil {
+		live = &now
+	}
+	if live != nil || v.k31.Len() > 0 || v.long.Len() > 0 {
+		c.scan(view, lo, hi, live, func(key, cell []byte) bool {
 			dst = appendBlob(appendBlob(dst, key), cell)
 			n++
 			return true

@@ -22,8 +22,10 @@ type cellCodec[C any] struct {
 // namespace bytes) and the cell's encoding, in canonical order (entry hash,
 // then composite key bytes), so the same logical state gives the same
 // sequence whatever history built it. The bytes passed to yield are valid
-// only during the call. Any goroutine while snap is live (it reads only what
-// the snapshot froze).
+// only during the call. Every entry held is yielded, including those of a
+// TTL state that have expired but are not cleaned up yet (snapshot files
+// leave those out: AppendKeyGroupEntries). Any goroutine while snap is live
+// (it reads only what the snapshot froze).
 func (snap *Snapshot) KeyGroupEntries(name string, g int, yield func(key, cell []byte) bool) error {
 	r, ok := snap.regs[name]
 	if !ok {
@@ -33,7 +35,7 @@ func (snap *Snapshot) KeyGroupEntries(name string, g int, yield func(key, cell [
 	if err != nil {
 		return err
 	}
-	r.scan(snap.views[name], lo, hi, yield)
+	r.scan(snap.views[name], lo, hi, nil, yield)
 	return nil
 }
 
@@ -54,8 +56,10 @@ func (t *Table) RestoreEntry(name string, key, cell []byte) error {
 // scan yields the entries of a view with hash in [lo, hi] in canonical
 // order. Entries are yielded as they are met, except runs of equal hashes
 // (rare), which are sorted by composite key first. The key bytes alias the
-// stored key: the consumer must not modify them.
-func (c *cells[K, N, C]) scan(view any, lo, hi uint64, yield func(key, cell []byte) bool) {
+// stored key: the consumer must not modify them. With now non-nil (a TTL
+// state's file write), cells are encoded without what has expired at *now,
+// and entries with nothing left are skipped.
+func (c *cells[K, N, C]) scan(view any, lo, hi uint64, now *int64, yield func(key, cell []byte) bool) {
 	type entry struct {
 		ck string
 		c  C
@@ -68,7 +72,14 @@ func (c *cells[K, N, C]) scan(view any, lo, hi uint64, yield func(key, cell []by
 		buf      []byte
 	)
 	emit := func(e entry) bool {
-		buf = c.cell.enc(buf[:0], e.c)
+		if now != nil {
+			var live bool
+			if buf, live = c.ttl.encLive(buf[:0], e.c, *now); !live {
+				return true
+			}
+		} else {
+			buf = c.cell.enc(buf[:0], e.c)
+		}
 		return yield(readOnlyBytes(e.ck), buf)
 	}
 	flushRun := func() bool {
@@ -111,16 +122,25 @@ func (c *cells[K, N, C]) scan(view any, lo, hi uint64, yield func(key, cell []by
 
 // restore decodes one entry and stores it.
 func (c *cells[K, N, C]) restore(ck string, cellBytes []byte) error {
-	h, cell, err := c.decodeEntry(ck, cellBytes)
-	if err != nil {
+	dec := c.cell.dec
+	if c.ttl != nil {
+		dec = c.ttlDecoder(true)
+		c.ttl.taint() // restored timestamps may be older than the cleanup's floor
+	}
+	h, cell, err := c.decodeEntry(ck, cellBytes, dec)
+	switch {
+	case err == errExpired:
+		return nil
+	case err != nil:
 		return err
 	}
 	c.m.set(h, ck, cell, false)
 	return nil
 }
 
-// decodeEntry checks a restored composite key and decodes its cell.
-func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte) (uint64, C, error) {
+// decodeEntry checks a restored composite key and decodes its cell with
+// dec (errExpired passes through unwrapped).
+func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte, dec func([]byte) (C, error)) (uint64, C, error) {
 	var zero C
 	kb, nb, err := splitComposite(ck)
 	if err != nil {
@@ -130,11 +150,15 @@ func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte) (uint64, C, er
 	if g := KeyGroupOf(keyHash, c.t.maxPar); !c.t.owned.Contains(g) {
 		return 0, zero, fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, c.t.owned)
 	}
-	cell, err := c.cell.dec(cellBytes)
+	h := EntryHash(keyHash, readOnlyBytes(nb))
+	cell, err := dec(cellBytes)
+	if err == errExpired {
+		return h, zero, err
+	}
 	if err != nil {
 		return 0, zero, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, len(cellBytes), err)
 	}
-	return EntryHash(keyHash, readOnlyBytes(nb)), cell, nil
+	return h, cell, nil
 }
 
 // valueCell is the cell codec of value, reducing and aggregating state: the

@@ -55,58 +55,110 @@ func (l list[E]) All() iter.Seq[E] {
 // ListState holds a list of elements per (key, namespace). An empty list is
 // no state: Get of an absent key yields nothing.
 type ListState[K, N, E any] struct {
-	*cells[K, N, list[E]]
+	*cells[K, N, list[E]] // nil for a state with a TTL
+	keyed[K, N]
 	cursor *cow.Tree[uint64, E]
+	ttl    listTTL[K, N, E] // nil for a state without a TTL
 }
 
-// NewList registers a list state; ec is the elements' codec.
-func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Codec[E]) (*ListState[K, N, E], error) {
-	info := StateInfo{Name: name, Kind: KindList, Codec: []string{kc.ID(), nc.ID(), ec.ID()}}
-	return registerAs[*ListState[K, N, E]](t, info, func() registered {
-		s := &ListState[K, N, E]{
-			cells:  newCells[K, N, list[E]](t, info, kc, nc, func(a, b list[E]) bool { return a == b }),
-			cursor: cow.NewTree(t.owner, cmp.Compare[uint64], equalityFor[E]()),
+// listTTL is a list state's TTL side (an interface: a ttlList of E holds a
+// ListState of stamped[E], which cannot hold a ttlList of its own type).
+type listTTL[K, N, E any] interface {
+	add(key K, ns N, es []E, replace bool) error
+	get(key K, ns N) (iter.Seq[E], error)
+	getAt(snap *Snapshot, key K, ns N) (iter.Seq[E], error)
+	len(key K, ns N) (int, error)
+	clear(key K, ns N) error
+	merge(key K, target N, sources []N) error
+	runtime() *ttlRuntime
+}
+
+// NewList registers a list state; ec is the elements' codec. With WithTTL,
+// each element expires on its own (as in Flink): an element's timestamp is
+// set when it is added. Writer goroutine only.
+func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Codec[E], opts ...Option) (*ListState[K, N, E], error) {
+	o, err := stateOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	info := StateInfo{Name: name, Kind: KindList, Codec: []string{kc.ID(), nc.ID(), ec.ID()}, TTL: o.ttl != nil}
+	s, err := registerAs[*ListState[K, N, E]](t, info, func() registered {
+		if o.ttl != nil {
+			return newTTLList(t, info, kc, nc, ec, *o.ttl)
 		}
-		s.cell = cellCodec[list[E]]{enc: func(dst []byte, l list[E]) []byte {
-			dst = binary.AppendUvarint(dst, uint64(l.Len()))
-			var eb []byte
-			for e := range l.All() {
-				eb = ec.Append(eb[:0], e)
-				dst = appendBlob(dst, eb)
-			}
-			return dst
-		}, dec: func(src []byte) (list[E], error) {
-			n, src, err := readCount(src, 1)
-			if err != nil {
-				return list[E]{}, err
-			}
-			es := make([]E, 0, n)
-			for range n {
-				var b []byte
-				if b, src, err = readBlob(src); err != nil {
-					return list[E]{}, err
-				}
-				e, err := ec.Decode(b)
-				if err != nil {
-					return list[E]{}, err
-				}
-				es = append(es, e)
-			}
-			if len(src) != 0 || n == 0 {
-				return list[E]{}, fmt.Errorf("%w: list cell: %d elements, %d bytes left over", ErrDecode, n, len(src))
-			}
-			return s.appendTo(list[E]{}, es), nil
-		}}
-		s.parts = &cellParts[list[E]]{diff: s.diffParts(ec), apply: s.applyParts(ec), empty: func(l list[E]) bool { return l.Len() == 0 }}
-		return s
+		return newListState(t, info, kc, nc, ec)
 	})
+	if err != nil {
+		return nil, err
+	}
+	var have *ttlRuntime
+	if s.ttl != nil {
+		have = s.ttl.runtime()
+	}
+	if err := checkTTL(name, have, o.ttl); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newListState returns a list state that no table has registered.
+func newListState[K, N, E any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], ec Codec[E]) *ListState[K, N, E] {
+	s := &ListState[K, N, E]{
+		cells:  newCells[K, N, list[E]](t, info, kc, nc, func(a, b list[E]) bool { return a == b }),
+		cursor: cow.NewTree(t.owner, cmp.Compare[uint64], equalityFor[E]()),
+	}
+	s.keyed = keyed[K, N]{s.cells}
+	s.cell = cellCodec[list[E]]{enc: func(dst []byte, l list[E]) []byte {
+		dst = binary.AppendUvarint(dst, uint64(l.Len()))
+		var eb []byte
+		for e := range l.All() {
+			eb = ec.Append(eb[:0], e)
+			dst = appendBlob(dst, eb)
+		}
+		return dst
+	}, dec: func(src []byte) (list[E], error) {
+		es, err := decodeList(src, ec)
+		if err != nil {
+			return list[E]{}, err
+		}
+		return s.appendTo(list[E]{}, es), nil
+	}}
+	s.parts = &cellParts[list[E]]{diff: s.diffParts(ec), apply: s.applyParts(ec), empty: func(l list[E]) bool { return l.Len() == 0 }}
+	return s
+}
+
+// decodeList decodes the elements of a list cell.
+func decodeList[E any](src []byte, ec Codec[E]) ([]E, error) {
+	n, src, err := readCount(src, 1)
+	if err != nil {
+		return nil, err
+	}
+	es := make([]E, 0, n)
+	for range n {
+		var b []byte
+		if b, src, err = readBlob(src); err != nil {
+			return nil, err
+		}
+		e, err := ec.Decode(b)
+		if err != nil {
+			return nil, err
+		}
+		es = append(es, e)
+	}
+	if len(src) != 0 || n == 0 {
+		return nil, fmt.Errorf("%w: list cell: %d elements, %d bytes left over", ErrDecode, n, len(src))
+	}
+	return es, nil
 }
 
 func (s *ListState[K, N, E]) info() StateInfo { return s.cells.info }
 func (s *ListState[K, N, E]) handle() any     { return s }
 
-// Add appends e to the list of (key, ns). O(log n).
+// Add appends e to the list of (key, ns). O(log n). Writer goroutine only.
 func (s *ListState[K, N, E]) Add(key K, ns N, e E) error {
+	if s.ttl != nil {
+		return s.ttl.add(key, ns, []E{e}, false)
+	}
 	l, _, err := s.get(key, ns)
 	if err != nil {
 		return err
@@ -116,6 +168,9 @@ func (s *ListState[K, N, E]) Add(key K, ns N, e E) error {
 
 // AddAll appends every element of es, in order.
 func (s *ListState[K, N, E]) AddAll(key K, ns N, es iter.Seq[E]) error {
+	if s.ttl != nil {
+		return s.ttl.add(key, ns, slices.Collect(es), false)
+	}
 	l, _, err := s.get(key, ns)
 	if err != nil {
 		return err
@@ -166,6 +221,9 @@ func (s *ListState[K, N, E]) store(key K, ns N, l list[E]) error {
 
 // Update replaces the list of (key, ns) with es (an empty es clears it).
 func (s *ListState[K, N, E]) Update(key K, ns N, es iter.Seq[E]) error {
+	if s.ttl != nil {
+		return s.ttl.add(key, ns, slices.Collect(es), true)
+	}
 	if _, _, err := s.locate(key, ns); err != nil {
 		return err
 	}
@@ -175,8 +233,14 @@ func (s *ListState[K, N, E]) Update(key K, ns N, es iter.Seq[E]) error {
 // Get yields the elements of the list of (key, ns) in order: the version
 // current at the call (the list is persistent, so later writes do not
 // disturb the iteration; but they may reuse nodes in place if no capture
-// pins this version, so finish iterating before writing this list).
+// pins this version, so finish iterating before writing this list). With
+// a TTL, expired elements are removed by the call, and yielded only if the
+// TTL's visibility returns them; with UpdateOnReadAndWrite the call
+// refreshes every element (O(length)). Writer goroutine only.
 func (s *ListState[K, N, E]) Get(key K, ns N) (iter.Seq[E], error) {
+	if s.ttl != nil {
+		return s.ttl.get(key, ns)
+	}
 	l, _, err := s.get(key, ns)
 	if err != nil {
 		return nil, err
@@ -186,6 +250,9 @@ func (s *ListState[K, N, E]) Get(key K, ns N) (iter.Seq[E], error) {
 
 // GetAt is Get on a snapshot; any goroutine while the snapshot is live.
 func (s *ListState[K, N, E]) GetAt(snap *Snapshot, key K, ns N) (iter.Seq[E], error) {
+	if s.ttl != nil {
+		return s.ttl.getAt(snap, key, ns)
+	}
 	l, _, err := s.getAt(snap, key, ns)
 	if err != nil {
 		return nil, err
@@ -193,19 +260,32 @@ func (s *ListState[K, N, E]) GetAt(snap *Snapshot, key K, ns N) (iter.Seq[E], er
 	return l.All(), nil
 }
 
-// Len returns the length of the list of (key, ns). O(1).
+// Len returns the length of the list of (key, ns). O(1); with a TTL, the
+// number of elements not expired, O(length), and nothing is cleaned up.
 func (s *ListState[K, N, E]) Len(key K, ns N) (int, error) {
+	if s.ttl != nil {
+		return s.ttl.len(key, ns)
+	}
 	l, _, err := s.get(key, ns)
 	return l.Len(), err
 }
 
 // Clear removes the list of (key, ns).
-func (s *ListState[K, N, E]) Clear(key K, ns N) error { return s.clear(key, ns) }
+func (s *ListState[K, N, E]) Clear(key K, ns N) error {
+	if s.ttl != nil {
+		return s.ttl.clear(key, ns)
+	}
+	return s.clear(key, ns)
+}
 
 // MergeNamespaces appends the lists of key in the source namespaces, in the
 // order given, to the target's list and clears the sources. Empty sources
-// are skipped; a source equal to the target is ignored.
+// are skipped; a source equal to the target is ignored. With a TTL,
+// elements keep their timestamps. Writer goroutine only.
 func (s *ListState[K, N, E]) MergeNamespaces(key K, target N, sources ...N) error {
+	if s.ttl != nil {
+		return s.ttl.merge(key, target, sources)
+	}
 	acc, _, err := s.get(key, target)
 	if err != nil {
 		return err

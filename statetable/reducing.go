@@ -3,35 +3,82 @@ package statetable
 // ReducingState holds one value per (key, namespace), folded with a reduce
 // function as values are added.
 type ReducingState[K, N, V any] struct {
-	*cells[K, N, V]
+	*cells[K, N, V] // nil for a state with a TTL
+	keyed[K, N]
+	ttl    *ttlCells[K, N, V] // nil for a state without a TTL
 	reduce func(acc, v V) V
 }
 
 // NewReducing registers a reducing state. reduce(acc, v) returns the fold of
 // the held value and a new one; it must not mutate acc (snapshots may hold
-// it) and must be deterministic.
-func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V) (*ReducingState[K, N, V], error) {
-	info := StateInfo{Name: name, Kind: KindReducing, Codec: []string{kc.ID(), nc.ID(), vc.ID()}}
-	return registerAs[*ReducingState[K, N, V]](t, info, func() registered {
-		s := &ReducingState[K, N, V]{cells: newCells[K, N, V](t, info, kc, nc, equalityFor[V]()), reduce: reduce}
+// it) and must be deterministic. With WithTTL, each (key, namespace)'s
+// value expires on its own; an Add to an expired value starts it over.
+// Writer goroutine only.
+func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V, opts ...Option) (*ReducingState[K, N, V], error) {
+	o, err := stateOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	info := StateInfo{Name: name, Kind: KindReducing, Codec: []string{kc.ID(), nc.ID(), vc.ID()}, TTL: o.ttl != nil}
+	s, err := registerAs[*ReducingState[K, N, V]](t, info, func() registered {
+		s := &ReducingState[K, N, V]{reduce: reduce}
+		if o.ttl != nil {
+			s.ttl = newTTLCells(t, info, kc, nc, vc, *o.ttl)
+			s.keyed = keyed[K, N]{s.ttl.cells}
+			return ttlReg[K, N, stamped[V]]{s.ttl.cells, s}
+		}
+		s.cells = newCells[K, N, V](t, info, kc, nc, equalityFor[V]())
 		s.cell = valueCell(vc)
+		s.keyed = keyed[K, N]{s.cells}
 		return s
 	})
+	if err != nil {
+		return nil, err
+	}
+	var have *ttlRuntime
+	if s.ttl != nil {
+		have = s.ttl.rt
+	}
+	if err := checkTTL(name, have, o.ttl); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func (s *ReducingState[K, N, V]) info() StateInfo { return s.cells.info }
 func (s *ReducingState[K, N, V]) handle() any     { return s }
 
-// Get returns the folded value of (key, ns) and whether there is one.
-func (s *ReducingState[K, N, V]) Get(key K, ns N) (V, bool, error) { return s.get(key, ns) }
+// Get returns the folded value of (key, ns) and whether there is one (with
+// a TTL, by the TTL's rules, as ValueState.Lookup). Writer goroutine only.
+func (s *ReducingState[K, N, V]) Get(key K, ns N) (V, bool, error) {
+	if s.ttl != nil {
+		return s.ttl.getLive(key, ns)
+	}
+	return s.get(key, ns)
+}
 
 // GetAt is Get on a snapshot; any goroutine.
 func (s *ReducingState[K, N, V]) GetAt(snap *Snapshot, key K, ns N) (V, bool, error) {
+	if s.ttl != nil {
+		return s.ttl.getAtLive(snap, key, ns)
+	}
 	return s.getAt(snap, key, ns)
 }
 
-// Add folds v into the value of (key, ns) (v itself if there is none).
+// Add folds v into the value of (key, ns) (v itself if there is none, or,
+// with a TTL, if it has expired). Writer goroutine only.
 func (s *ReducingState[K, N, V]) Add(key K, ns N, v V) error {
+	if s.ttl != nil {
+		now := s.ttl.t.now()
+		old, ok, err := s.ttl.getFresh(key, ns, now)
+		if err != nil {
+			return err
+		}
+		if ok {
+			v = s.reduce(old, v)
+		}
+		return s.ttl.putLive(key, ns, v, now)
+	}
 	old, ok, err := s.get(key, ns)
 	if err != nil {
 		return err
@@ -42,14 +89,24 @@ func (s *ReducingState[K, N, V]) Add(key K, ns N, v V) error {
 	return s.put(key, ns, v)
 }
 
-// Clear removes the value of (key, ns).
-func (s *ReducingState[K, N, V]) Clear(key K, ns N) error { return s.clear(key, ns) }
+// Clear removes the value of (key, ns). Writer goroutine only.
+func (s *ReducingState[K, N, V]) Clear(key K, ns N) error {
+	if s.ttl != nil {
+		return s.ttl.clear(key, ns)
+	}
+	return s.clear(key, ns)
+}
 
 // MergeNamespaces folds the values of key in every source namespace into the
 // target namespace (in the order given, after the target's own value) and
 // clears the sources. Sources without a value are skipped; if none has one,
-// the target is unchanged. A source equal to the target is ignored.
+// the target is unchanged. A source equal to the target is ignored. With a
+// TTL, expired values are cleared and skipped, and a merged value expires
+// the TTL after now. Writer goroutine only.
 func (s *ReducingState[K, N, V]) MergeNamespaces(key K, target N, sources ...N) error {
+	if s.ttl != nil {
+		return s.ttl.mergeLive(key, target, sources, s.reduce)
+	}
 	return s.mergeNamespaces(key, target, sources, s.reduce)
 }
 

@@ -2,6 +2,7 @@ package statetable
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -24,15 +25,37 @@ import (
 // buffers qualify); shorter keys are copied into the entries. Cost
 // O(n + the entries' bytes), one allocation per key length class of the
 // run. Writer goroutine only.
+//
+// The entries are in the state's own encoding: with expiration timestamps
+// if the state has a TTL (see RestoreRunFrom). A state with a TTL drops
+// what has expired at the table's time.
 func (t *Table) RestoreRun(name string, n int, b []byte) (int, error) {
 	r, ok := t.states[name]
 	if !ok {
 		return 0, fmt.Errorf("%w %q", ErrUnknownState, name)
 	}
+	return t.RestoreRunFrom(name, r.info().TTL, n, b)
+}
+
+// RestoreRunFrom is RestoreRun of entries written by a state that had a
+// TTL (ttl: values, list elements and map values carry their expiration
+// timestamps) or not. Into a state with a TTL, entries without timestamps
+// are stamped to expire the TTL after the table's time, as if written
+// now; entries with timestamps keep them, and what has expired is
+// dropped. Entries with timestamps into a state without a TTL are an
+// error matching ErrStateMismatch. Writer goroutine only.
+func (t *Table) RestoreRunFrom(name string, ttl bool, n int, b []byte) (int, error) {
+	r, ok := t.states[name]
+	if !ok {
+		return 0, fmt.Errorf("%w %q", ErrUnknownState, name)
+	}
+	if ttl && !r.info().TTL {
+		return 0, fmt.Errorf("%w: state %q has no TTL, its restored entries carry expiration timestamps", ErrStateMismatch, name)
+	}
 	if n < 0 || n > len(b)/2 { // an entry takes at least two bytes
 		return 0, fmt.Errorf("%w: state %q: %d entries cannot fit in %d bytes", ErrDecode, name, n, len(b))
 	}
-	return r.restoreRun(n, b)
+	return r.restoreRun(ttl, n, b)
 }
 
 // emptyNamespaceHash is the low bits EntryHash takes from an empty
@@ -74,10 +97,14 @@ func loadKey15(k *key15, p []byte) {
 }
 
 // restoreRun implements Table.RestoreRun (n is at most len(b)/2).
-func (c *cells[K, N, C]) restoreRun(n int, b []byte) (int, error) {
+func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) {
 	run := cellRun[C]{n: n}
 	r15 := &run.r15
 	maxPar, owned, dec := c.t.maxPar, c.t.owned, c.cell.dec
+	if c.ttl != nil {
+		dec = c.ttlDecoder(stamped)
+		c.ttl.taint() // restored timestamps may be older than the cleanup's floor
+	}
 	off := 0
 	for i := range n {
 		// Blobs of lengths below 128 (one length byte) read inline: a call
@@ -124,6 +151,10 @@ func (c *cells[K, N, C]) restoreRun(n int, b []byte) (int, error) {
 		}
 		cell, err := dec(b[cs:ce])
 		if err != nil {
+			if err == errExpired {
+				off = ce
+				continue
+			}
 			return 0, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, ce-cs, err)
 		}
 		start := off
@@ -166,4 +197,29 @@ func (c *cells[K, N, C]) restoreRun(n int, b []byte) (int, error) {
 // byte off of the run.
 func (c *cells[K, N, C]) runError(i, n, off int, what string) error {
 	return fmt.Errorf("%w: state %q: entry %d of %d, at byte %d of the run: %s", ErrDecode, c.info.Name, i, n, off, what)
+}
+
+// errExpired is what a TTL state's restore decoder returns for a cell
+// with nothing left that has not expired: the entry is dropped.
+var errExpired = errors.New("statetable: expired")
+
+// ttlDecoder returns the cell decoder of a TTL state's restore: of cells
+// with timestamps (stamped), dropping what has expired at the table's
+// time, or of cells without, stamped to expire the TTL after it.
+func (c *cells[K, N, C]) ttlDecoder(stamped bool) func([]byte) (C, error) {
+	now := c.t.now()
+	if !stamped {
+		exp := c.ttl.rt.expiry(now)
+		return func(b []byte) (C, error) { return c.ttl.decPlain(b, exp) }
+	}
+	return func(b []byte) (C, error) {
+		cell, err := c.cell.dec(b)
+		if err != nil || !c.ttl.expired(cell, now) {
+			return cell, err
+		}
+		if cell, live := c.ttl.prune(cell, now); live {
+			return cell, nil
+		}
+		return cell, errExpired
+	}
 }

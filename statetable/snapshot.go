@@ -17,6 +17,9 @@ type Snapshot struct {
 	infos   []StateInfo
 	maxPar  int
 	owned   KeyGroupRange
+	// now is the table's time at the capture, for TTL states: what has
+	// expired by then reads as absent and is left out of snapshot files.
+	now int64
 }
 
 // View returns the table's states as frozen by c, which the table's owner
@@ -30,8 +33,16 @@ func (t *Table) View(c *cow.Capture) *Snapshot {
 		s.regs[n] = r
 		s.infos = append(s.infos, r.info())
 	}
+	if len(t.ttl) > 0 {
+		s.now = t.now()
+	}
 	return s
 }
+
+// Time returns the table's processing time at the capture (0 if no state
+// has a TTL): what the TTL states had expired by then reads as expired in
+// the snapshot and is left out of the files written from it.
+func (s *Snapshot) Time() int64 { return s.now }
 
 // Capture returns the capture the snapshot was taken under.
 func (s *Snapshot) Capture() *cow.Capture { return s.capture }

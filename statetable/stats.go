@@ -27,7 +27,7 @@ func (t *Table) Stats() []StateStats {
 	out := make([]StateStats, 0, len(t.names))
 	for _, n := range t.names {
 		r := t.states[n]
-		st := StateStats{Name: n, Kind: r.info().Kind, Entries: r.Count()}
+		st := StateStats{Name: n, Kind: r.info().Kind, Entries: r.count()}
 		if bytes, sampled := r.sampleBytes(StatsSample); sampled > 0 {
 			st.Bytes = int64(bytes) * int64(st.Entries) / int64(sampled)
 		}

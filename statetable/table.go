@@ -3,7 +3,9 @@ package statetable
 import (
 	"fmt"
 	"iter"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/cowstate/cowstate/cow"
 )
@@ -16,6 +18,10 @@ type Config struct {
 	// KeyGroups is the range of key groups this table owns; the zero value
 	// means all of them. Writing a key of another key group is an error.
 	KeyGroups *KeyGroupRange
+	// Clock returns processing time in milliseconds, the time of TTL
+	// states (see TTL); nil means the wall clock. It is called on the
+	// writer goroutine only, at most once per access of a TTL state.
+	Clock func() int64
 }
 
 // Table is the registry of the keyed states of one backend: every state's
@@ -31,6 +37,16 @@ type Table struct {
 	owned  KeyGroupRange
 	states map[string]registered
 	names  []string // registration order
+	clock  func() int64
+	// pinned: TTL states read pinnedAt instead of the clock (PinTime).
+	pinned   bool
+	pinnedAt int64
+	ttl      []ttlState // the TTL states, in registration order
+	ttlNext  int        // the TTL state CleanupExpired goes on with
+	// lastNow is the last time read; clockBacks counts the reads that went
+	// back in time (TTL cleanup floors hold only while it does not change).
+	lastNow    int64
+	clockBacks uint64
 }
 
 // NewTable returns an empty table whose structures are owned by owner.
@@ -49,7 +65,11 @@ func NewTable(owner *cow.Owner, cfg Config) (*Table, error) {
 			return nil, fmt.Errorf("%w: key groups %v outside [0, %d)", ErrConfig, owned, maxPar)
 		}
 	}
-	return &Table{owner: owner, maxPar: maxPar, owned: owned, states: map[string]registered{}}, nil
+	clock := cfg.Clock
+	if clock == nil {
+		clock = func() int64 { return time.Now().UnixMilli() }
+	}
+	return &Table{owner: owner, maxPar: maxPar, owned: owned, states: map[string]registered{}, clock: clock, lastNow: math.MinInt64}, nil
 }
 
 // Owner returns the owner of every structure of the table.
@@ -94,14 +114,21 @@ type StateInfo struct {
 	Name  string
 	Kind  Kind
 	Codec []string // codec IDs: key, namespace, then the kind's value codecs
+	// TTL: the state has a time-to-live, and its values, list elements and
+	// map values carry their expiration timestamps (see TTL).
+	TTL bool
 }
 
 func (i StateInfo) String() string {
-	return fmt.Sprintf("%s state %q (codecs %s)", i.Kind, i.Name, strings.Join(i.Codec, ", "))
+	ttl := ""
+	if i.TTL {
+		ttl = " with TTL"
+	}
+	return fmt.Sprintf("%s state %q (codecs %s)%s", i.Kind, i.Name, strings.Join(i.Codec, ", "), ttl)
 }
 
 func (i StateInfo) equal(o StateInfo) bool {
-	if i.Name != o.Name || i.Kind != o.Kind || len(i.Codec) != len(o.Codec) {
+	if i.Name != o.Name || i.Kind != o.Kind || i.TTL != o.TTL || len(i.Codec) != len(o.Codec) {
 		return false
 	}
 	for j := range i.Codec {
@@ -115,8 +142,8 @@ func (i StateInfo) equal(o StateInfo) bool {
 // registered is what the table knows of every state, whatever its types.
 type registered interface {
 	info() StateInfo
-	// Count returns the number of (key, namespace) entries.
-	Count() int
+	// count returns the number of (key, namespace) entries.
+	count() int
 	// handle returns the typed state (to hand back on re-registration).
 	handle() any
 	// view returns the state's storage as frozen by a capture.
@@ -128,22 +155,22 @@ type registered interface {
 	viewLen(view any) int
 	// scan yields the entries of a view with entry hash in [lo, hi], in
 	// canonical order, encoded (see KeyGroupEntries).
-	scan(view any, lo, hi uint64, yield func(key, cell []byte) bool)
+	scan(view any, lo, hi uint64, now *int64, yield func(key, cell []byte) bool)
 	// appendEntries appends the same entries, as blobs, and counts them
 	// (see Snapshot.AppendKeyGroupEntries).
-	appendEntries(view any, lo, hi uint64, dst []byte) ([]byte, int)
+	appendEntries(view any, lo, hi uint64, now int64, dst []byte) ([]byte, int)
 	// restore decodes one entry and stores it.
 	restore(ck string, cell []byte) error
 	// restoreRun decodes and stores a run of n entries (see
 	// Table.RestoreRun), returning the bytes they took.
-	restoreRun(n int, b []byte) (int, error)
+	restoreRun(ttl bool, n int, b []byte) (int, error)
 	// diff yields the changes between two views (prev nil: empty).
 	diff(prev, next any, yield func(EntryChange) bool)
 	// delete removes one entry; patch applies an OpPatch change.
 	delete(ck string) error
 	patch(ck string, parts []Part) error
 	// apply replays a batch of entry changes (see Table.ApplyEntries).
-	apply(ops []EntryOp) error
+	apply(ttl bool, ops []EntryOp) error
 }
 
 // register records a new state, or returns the one already registered under
@@ -190,5 +217,5 @@ func (t *Table) Entries(name string) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("%w %q", ErrUnknownState, name)
 	}
-	return r.Count(), nil
+	return r.count(), nil
 }

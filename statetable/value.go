@@ -7,26 +7,43 @@ import (
 
 // ValueState holds one value per (key, namespace).
 type ValueState[K, N, V any] struct {
-	*cells[K, N, V]
+	*cells[K, N, V] // nil for a state with a TTL
+	keyed[K, N]
+	ttl    *ttlCells[K, N, V] // nil for a state without a TTL
 	def    V
 	defEnc []byte // def in the value codec's encoding
 }
 
 // NewValue registers a value state (or returns the one registered under the
-// name, if its kind, codecs and default match). def is what Get returns for
-// a key without a value. Registering the name again with another default
-// (compared in the value codec's encoding) is an error matching
-// ErrStateMismatch that names the state and both defaults. Cost: one
-// encoding of def. Writer goroutine only.
-func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V) (*ValueState[K, N, V], error) {
-	info := StateInfo{Name: name, Kind: KindValue, Codec: []string{kc.ID(), nc.ID(), vc.ID()}}
+// name, if its kind, codecs, default and TTL match). def is what Get
+// returns for a key without a value. Registering the name again with
+// another default (compared in the value codec's encoding) is an error
+// matching ErrStateMismatch that names the state and both defaults; a bad
+// option is an error matching ErrConfig. With WithTTL, each value expires
+// on its own (see TTL). Cost: one encoding of def. Writer goroutine only.
+func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V, opts ...Option) (*ValueState[K, N, V], error) {
+	o, err := stateOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	info := StateInfo{Name: name, Kind: KindValue, Codec: []string{kc.ID(), nc.ID(), vc.ID()}, TTL: o.ttl != nil}
 	defEnc := vc.Append(nil, def)
 	s, err := registerAs[*ValueState[K, N, V]](t, info, func() registered {
-		s := &ValueState[K, N, V]{cells: newCells[K, N, V](t, info, kc, nc, equalityFor[V]()), def: def, defEnc: defEnc}
+		s := &ValueState[K, N, V]{def: def, defEnc: defEnc}
+		if o.ttl != nil {
+			s.ttl = newTTLCells(t, info, kc, nc, vc, *o.ttl)
+			s.keyed = keyed[K, N]{s.ttl.cells}
+			return ttlReg[K, N, stamped[V]]{s.ttl.cells, s}
+		}
+		s.cells = newCells[K, N, V](t, info, kc, nc, equalityFor[V]())
 		s.cell = valueCell(vc)
+		s.keyed = keyed[K, N]{s.cells}
 		return s
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTTL(name, s.ttlRuntime(), o.ttl); err != nil {
 		return nil, err
 	}
 	if !bytes.Equal(s.defEnc, defEnc) {
@@ -38,33 +55,60 @@ func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc C
 func (s *ValueState[K, N, V]) info() StateInfo { return s.cells.info }
 func (s *ValueState[K, N, V]) handle() any     { return s }
 
-// Get returns the value of (key, ns), or the default. O(log n).
+func (s *ValueState[K, N, V]) ttlRuntime() *ttlRuntime {
+	if s.ttl == nil {
+		return nil
+	}
+	return s.ttl.rt
+}
+
+// Get returns the value of (key, ns), or the default. O(log n). With a
+// TTL, an expired value is removed and reads as the default unless the
+// TTL's visibility returns it once. Writer goroutine only.
 func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
-	v, ok, err := s.get(key, ns)
+	v, ok, err := s.Lookup(key, ns)
 	if !ok {
 		return s.def, err
 	}
 	return v, nil
 }
 
-// Put sets the value of (key, ns). The state keeps v as given: do not
-// mutate what it references afterwards. Putting an equal value (see
-// equalityFor) changes nothing.
-func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error { return s.put(key, ns, v) }
+// Put sets the value of (key, ns) (and, with a TTL, its expiration: the
+// TTL after the current processing time). The state keeps v as given: do
+// not mutate what it references afterwards. Putting an equal value (see
+// equalityFor) changes nothing. Writer goroutine only.
+func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
+	if s.ttl != nil {
+		return s.ttl.putLive(key, ns, v, s.ttl.t.now())
+	}
+	return s.put(key, ns, v)
+}
 
-// Clear removes the value of (key, ns).
-func (s *ValueState[K, N, V]) Clear(key K, ns N) error { return s.clear(key, ns) }
+// Clear removes the value of (key, ns). Writer goroutine only.
+func (s *ValueState[K, N, V]) Clear(key K, ns N) error {
+	if s.ttl != nil {
+		return s.ttl.clear(key, ns)
+	}
+	return s.clear(key, ns)
+}
 
 // Lookup returns the value of (key, ns) and true, or the zero V and false
 // if it has none: unlike Get, it tells a stored value equal to the default
-// from an absent one. O(log n). Writer goroutine only.
-func (s *ValueState[K, N, V]) Lookup(key K, ns N) (V, bool, error) { return s.get(key, ns) }
+// from an absent one. O(log n). With a TTL, as Get. Writer goroutine only.
+func (s *ValueState[K, N, V]) Lookup(key K, ns N) (V, bool, error) {
+	if s.ttl != nil {
+		return s.ttl.getLive(key, ns)
+	}
+	return s.get(key, ns)
+}
 
 // GetAt returns the value of (key, ns) in a snapshot, or the default. snap
 // must be a snapshot of this state's table (else an error matching
-// ErrForeignSnapshot). Safe from any goroutine while the snapshot is live.
+// ErrForeignSnapshot). With a TTL, a value expired at the snapshot's
+// capture reads as the default unless the TTL's visibility returns it.
+// Safe from any goroutine while the snapshot is live.
 func (s *ValueState[K, N, V]) GetAt(snap *Snapshot, key K, ns N) (V, error) {
-	v, ok, err := s.getAt(snap, key, ns)
+	v, ok, err := s.LookupAt(snap, key, ns)
 	if !ok {
 		return s.def, err
 	}
@@ -74,6 +118,9 @@ func (s *ValueState[K, N, V]) GetAt(snap *Snapshot, key K, ns N) (V, error) {
 // LookupAt is Lookup on a snapshot of this state's table; any goroutine
 // while the snapshot is live.
 func (s *ValueState[K, N, V]) LookupAt(snap *Snapshot, key K, ns N) (V, bool, error) {
+	if s.ttl != nil {
+		return s.ttl.getAtLive(snap, key, ns)
+	}
 	return s.getAt(snap, key, ns)
 }
 

@@ -23,6 +23,7 @@ type demoConfig struct {
 	every          int64 // checkpoint interval, in events
 	crashAt        int64 // 0: part-way, between two checkpoints
 	gap            time.Duration
+	stateTTL       time.Duration // per-user state's time-to-live; 0: none
 	outOfOrder     time.Duration
 	maxParallelism int
 	seed           uint64
@@ -64,6 +65,7 @@ func (c *demoConfig) jobFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.events, "events", 2_000_000, "the stream's length: `n` events")
 	fs.Int64Var(&c.every, "checkpoint-every", 25_000, "take a checkpoint every `n` events")
 	fs.DurationVar(&c.gap, "gap", 10*time.Second, "session gap, in event time")
+	fs.DurationVar(&c.stateTTL, "state-ttl", 24*time.Hour, "time-to-live of the per-user count and late events, in processing time: a user idle this long starts over (0: kept forever)")
 	fs.DurationVar(&c.outOfOrder, "out-of-orderness", 5*time.Second, "bound on the out-of-orderness of event time: the watermark trails the highest event time by this much")
 	fs.IntVar(&c.maxParallelism, "max-parallelism", 128, "number of key groups")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the generated stream")
@@ -77,6 +79,7 @@ func (c *demoConfig) jobArgs() []string {
 		"-events", fmt.Sprint(c.events),
 		"-checkpoint-every", fmt.Sprint(c.every),
 		"-gap", c.gap.String(),
+		"-state-ttl", c.stateTTL.String(),
 		"-out-of-orderness", c.outOfOrder.String(),
 		"-max-parallelism", fmt.Sprint(c.maxParallelism),
 		"-seed", fmt.Sprint(c.seed),
@@ -95,6 +98,8 @@ func (c *demoConfig) checkJob() error {
 		return fmt.Errorf("-events %d: need at least two checkpoint intervals (-checkpoint-every %d) of events", c.events, c.every)
 	case c.gap < time.Millisecond:
 		return fmt.Errorf("-gap %v: need at least 1ms", c.gap)
+	case c.stateTTL != 0 && c.stateTTL < time.Millisecond:
+		return fmt.Errorf("-state-ttl %v: need 0 (none) or at least 1ms", c.stateTTL)
 	case c.outOfOrder < time.Millisecond:
 		return fmt.Errorf("-out-of-orderness %v: need at least 1ms", c.outOfOrder)
 	case c.maxParallelism < 1 || c.maxParallelism > statetable.MaxParallelismLimit:

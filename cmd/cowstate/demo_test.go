@@ -18,7 +18,7 @@ func tinyConfig(t *testing.T) *demoConfig {
 	return &demoConfig{
 		keys: 20_000, events: 40_000, every: 1_000,
 		gap: 100 * time.Millisecond, outOfOrder: 100 * time.Millisecond,
-		maxParallelism: 128, seed: 7, dir: t.TempDir(),
+		stateTTL: 24 * time.Hour, maxParallelism: 128, seed: 7, dir: t.TempDir(),
 		instances: 1, rescaleTo: 2,
 		waitCheckpoints: true,
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/statetable"
@@ -52,9 +53,12 @@ var void = statetable.VoidNamespace{}
 // EventTimeSessionWindows with merging, plus a running count per user.
 //
 // State, per user:
-//   - count (value): events seen, ever;
+//   - count (value): events seen;
 //   - late (reducing, sum): events that arrived after their session had
 //     closed, dropped from the windows;
+//
+// both with a time-to-live in processing time (-state-ttl): a user idle
+// that long is forgotten, and counts from zero again;
 //   - session-windows (window.Sessions): the user's open session windows,
 //     each with the window that holds its state;
 //   - session (aggregating, namespace = a state window): count and sum of
@@ -79,14 +83,20 @@ type sessionJob struct {
 
 // newSessionJob registers the job's states and timer service on b (a
 // fresh backend, or one about to be restored).
-func newSessionJob(b *cowstate.Backend, gap int64, emit func(SessionResult)) (*sessionJob, error) {
+// The per-user states expire after ttl of processing time without a
+// write (0: never).
+func newSessionJob(b *cowstate.Backend, gap int64, ttl time.Duration, emit func(SessionResult)) (*sessionJob, error) {
 	j := &sessionJob{b: b, gap: gap, emit: emit}
 	var err error
+	var opts []statetable.Option
+	if ttl > 0 {
+		opts = append(opts, cowstate.WithTTL(cowstate.TTL{Duration: ttl}))
+	}
 	add := func(a, b int64) int64 { return a + b }
-	if j.count, err = cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0); err != nil {
+	if j.count, err = cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0, opts...); err != nil {
 		return nil, err
 	}
-	if j.late, err = cowstate.Reducing(b, "late", statetable.String, statetable.Void, statetable.Int64, add); err != nil {
+	if j.late, err = cowstate.Reducing(b, "late", statetable.String, statetable.Void, statetable.Int64, add, opts...); err != nil {
 		return nil, err
 	}
 	if j.session, err = cowstate.Aggregating(b, "session", statetable.String, window.Codec, sessionAccCodec, sessionAgg{}); err != nil {

@@ -86,7 +86,8 @@ events (event time mostly increasing, some events out of order, a few so
 late that they are dropped and counted): each event extends or opens a
 session window of the user, overlapping windows merge, an event-time timer
 per window emits the session's count and sum when the watermark passes its
-end, and a running count per user is kept. The stream is deterministic
+end, and a running count per user is kept, forgotten after the user has
+been idle for -state-ttl of processing time. The stream is deterministic
 (seeded), so every run of it gives the same results.
 
 Demo runs the stream four times:

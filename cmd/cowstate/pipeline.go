@@ -103,7 +103,7 @@ func newPipelineOf(ctx context.Context, name string, cfg *demoConfig, ranges []s
 		if err != nil {
 			return nil, err
 		}
-		job, err := newSessionJob(b, cfg.gap.Milliseconds(), sink.Emit)
+		job, err := newSessionJob(b, cfg.gap.Milliseconds(), cfg.stateTTL, sink.Emit)
 		if err != nil {
 			return nil, err
 		}
@@ -170,6 +170,20 @@ func (p *pipeline) run(until int64) error {
 	return err
 }
 
+// ttlBatch is the number of events processed at one processing time: the
+// clock is read once per batch (Backend.PinProcessingTime), and the TTL
+// cleanup visits as many entries as the batch has events.
+const ttlBatch = 1024
+
+// ttlStep pins each subtask's processing time for the next batch of events
+// and runs its incremental TTL cleanup.
+func (p *pipeline) ttlStep() {
+	for _, t := range p.tasks {
+		t.b.PinProcessingTime()
+		t.b.CleanupExpired(ttlBatch)
+	}
+}
+
 // stop cancels the checkpoints in flight and waits for them.
 func (p *pipeline) stop() {
 	p.cancel()
@@ -186,6 +200,9 @@ func (p *pipeline) loop(until int64) error {
 	until = min(until, p.cfg.events)
 	p.progress.begin(p.name, p.src.Pos())
 	for p.src.Pos() < until {
+		if p.src.Pos()%ttlBatch == 0 {
+			p.ttlStep()
+		}
 		e := p.src.Next()
 		if t := p.route(e); t != nil {
 			if err := t.job.Process(e); err != nil {

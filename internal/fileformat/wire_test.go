@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -94,26 +95,43 @@ func TestHeaderRead(t *testing.T) {
 	for _, sumHeader := range []bool{false, true} {
 		h := Header{Name: "test", Magic: magic, Version: 1, Extra: 3, SumHeader: sumHeader, Corrupt: errTest}
 		good := file(header(sumHeader, "xyz", "meta"), []int{1}, [][]byte{[]byte("a")})
-		extra, meta, end, err := h.Read(bytes.NewReader(good), int64(len(good)))
+		_, extra, meta, end, err := h.Read(bytes.NewReader(good), int64(len(good)))
 		if err != nil || string(extra) != "xyz" || string(meta) != "meta" || end != int64(len(magic)+2+3+4+4+8) {
 			t.Fatalf("SumHeader %v: good header: %q %q %d %v", sumHeader, extra, meta, end, err)
 		}
 		for n := range end + FooterSize { // too short for the header and a footer
-			if _, _, _, err := h.Read(bytes.NewReader(good[:n]), n); !errors.Is(err, errTest) {
+			if _, _, _, _, err := h.Read(bytes.NewReader(good[:n]), n); !errors.Is(err, errTest) {
 				t.Fatalf("SumHeader %v: truncated to %d bytes: %v", sumHeader, n, err)
 			}
 		}
 		for i := range int(end) {
 			b := bytes.Clone(good)
 			b[i] ^= 0x10
-			if _, _, _, err := h.Read(bytes.NewReader(b), int64(len(b))); err == nil && (sumHeader || i >= len(magic)+2+3) {
+			if _, _, _, _, err := h.Read(bytes.NewReader(b), int64(len(b))); err == nil && (sumHeader || i >= len(magic)+2+3) {
 				t.Fatalf("SumHeader %v: bit flip at %d not detected", sumHeader, i)
 			}
 		}
 		huge := bytes.Clone(good)
 		binary.BigEndian.PutUint32(huge[len(magic)+2+3:], 1<<31)
-		if _, _, _, err := h.Read(bytes.NewReader(huge), int64(len(huge))); !errors.Is(err, errTest) {
+		if _, _, _, _, err := h.Read(bytes.NewReader(huge), int64(len(huge))); !errors.Is(err, errTest) {
 			t.Fatalf("SumHeader %v: huge metadata length: %v", sumHeader, err)
+		}
+		// A reader of versions 1 to 2 reads a version-1 file as such, and
+		// refuses versions 0 and 3 (only the header checksum covers the
+		// version: change it with SumHeader off).
+		if !sumHeader {
+			h2 := h
+			h2.MinVersion, h2.Version = 1, 2
+			if v, _, _, _, err := h2.Read(bytes.NewReader(good), int64(len(good))); err != nil || v != 1 {
+				t.Fatalf("version range 1-2, file of version 1: version %d, %v", v, err)
+			}
+			for _, v := range []uint16{0, 3} {
+				b := bytes.Clone(good)
+				binary.BigEndian.PutUint16(b[len(magic):], v)
+				if _, _, _, _, err := h2.Read(bytes.NewReader(b), int64(len(b))); !errors.Is(err, errTest) || !strings.Contains(err.Error(), "want 1 to 2") {
+					t.Fatalf("version range 1-2, file of version %d: %v", v, err)
+				}
+			}
 		}
 	}
 }

@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/statetable"
+)
+
+// ttlHour is the TTL of the benchmarks' states: long enough that nothing
+// expires unless a benchmark makes it.
+var ttlHour = cowstate.WithTTL(cowstate.TTL{Duration: time.Hour})
+
+// valueUpdate is BenchmarkValueUpdate's loop on v: get, add one, put, at
+// random keys; every 1000 updates it calls batch (to pin the time, say).
+func valueUpdate(b *testing.B, v *statetable.ValueState[int64, statetable.VoidNamespace, int64], keys []int64, batch func()) {
+	for _, k := range keys {
+		if err := v.Put(k, void, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := newPicker(len(keys))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i%1000 == 0 && batch != nil {
+			batch()
+		}
+		i++
+		k := keys[p.next()]
+		n, err := v.Get(k, void)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := v.Put(k, void, n+1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// valueUpdateTTL runs BenchmarkValueUpdate's sub-benchmarks of the TTL:
+// ttl=off is impl=cowstate's loop; ttl=on pins the processing time once
+// per 1000 updates (Backend.PinProcessingTime, as a job processing records
+// in batches does), so an update reads no clock; ttl=on/clock=wall reads
+// the wall clock (time.Now) on each access, get and put, without pinning.
+func valueUpdateTTL(b *testing.B, size int, keys []int64) {
+	for _, c := range []struct {
+		name string
+		ttl  bool
+		pin  bool
+	}{{"ttl=off", false, false}, {"ttl=on", true, true}, {"ttl=on/clock=wall", true, false}} {
+		b.Run(fmt.Sprintf("size=%d/%s", size, c.name), func(b *testing.B) {
+			be := newBackend(b)
+			var opts []statetable.Option
+			if c.ttl {
+				opts = append(opts, ttlHour)
+			}
+			v, err := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var batch func()
+			if c.pin {
+				batch = func() { be.PinProcessingTime() }
+			}
+			valueUpdate(b, v, keys, batch)
+		})
+	}
+}
+
+// memoryTTL runs BenchmarkMemory's sub-benchmarks of the TTL: a value
+// state of size int64 keys and values built by puts, with the TTL off and
+// on, and the live heap it holds per entry: what the expiration timestamps
+// cost.
+func memoryTTL(b *testing.B, size int, keys []int64) {
+	for _, ttl := range []bool{false, true} {
+		b.Run(fmt.Sprintf("size=%d/impl=state/ttl=%s", size, onOff(ttl)), func(b *testing.B) {
+			var bytes, objects float64
+			runs := 0
+			for b.Loop() {
+				before := heapStats()
+				be, err := cowstate.New(cowstate.Config{Clock: func() int64 { return 0 }})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var opts []statetable.Option
+				if ttl {
+					opts = append(opts, ttlHour)
+				}
+				v, err := cowstate.Value(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i, k := range keys {
+					if err := v.Put(k, void, int64(i)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				after := heapStats()
+				if v.Count() != size {
+					b.Fatalf("built %d entries, want %d", v.Count(), size)
+				}
+				bytes += float64(after.HeapAlloc) - float64(before.HeapAlloc)
+				objects += float64(after.HeapObjects) - float64(before.HeapObjects)
+				runs++
+				runtime.KeepAlive(be)
+			}
+			b.ReportMetric(bytes/float64(runs*size), "B/entry")
+			b.ReportMetric(objects/float64(runs*size), "objects/entry")
+		})
+	}
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+// BenchmarkTTLCleanup times the incremental cleanup of a value state of
+// size entries of which 10% have expired: one op is the cleanup of all of
+// them, by Backend.CleanupExpired steps of 1000 entries (the default of a
+// processing-time advance), until a whole round is done. Before each op
+// the expired tenth is written again (untimed) with timestamps that
+// expire at the op's time. ns/op over the expired entries is the cost of
+// an expiration; the sizes side by side say whether the cleanup scales
+// with what expired or with the state. expired=none is one cleanup step
+// when nothing has expired.
+func BenchmarkTTLCleanup(b *testing.B) {
+	for _, size := range []int{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("size=%d/expired=10pct", size), func(b *testing.B) {
+			now := int64(0)
+			ttl := time.Hour.Milliseconds()
+			be, err := cowstate.New(cowstate.Config{Clock: func() int64 { return now }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			v, err := cowstate.Value(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, ttlHour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for k := range int64(size) { // keys hash at random: the order of keys does not matter
+				if err := v.Put(k, void, k); err != nil {
+					b.Fatal(err)
+				}
+			}
+			expired := size / 10
+			visited, rounds := 0, 0
+			for b.Loop() {
+				b.StopTimer()
+				now++          // a new time for this op
+				at := now      // when the tenth expires
+				now = at - ttl // written a TTL before it
+				for k := range int64(expired) {
+					if err := v.Put(k*10, void, k); err != nil {
+						b.Fatal(err)
+					}
+				}
+				now = at
+				b.StartTimer()
+				removed := 0
+				for removed < expired {
+					vi, r := be.CleanupExpired(cowstate.DefaultTTLCleanupPerAdvance)
+					visited += vi
+					removed += r
+				}
+				rounds++
+			}
+			if v.Count() != size-expired {
+				b.Fatalf("%d entries after the cleanup, want %d", v.Count(), size-expired)
+			}
+			b.ReportMetric(float64(visited)/float64(rounds), "visited/op")
+		})
+	}
+	b.Run("size=1000000/expired=none", func(b *testing.B) {
+		// A step of a processing-time advance when nothing has expired:
+		// after one round, the state's floor (its least expiration) lets
+		// every step return at once.
+		now := int64(0)
+		be, err := cowstate.New(cowstate.Config{Clock: func() int64 { return now }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, err := cowstate.Value(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, ttlHour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k := range int64(1_000_000) {
+			if err := v.Put(k, void, k); err != nil {
+				b.Fatal(err)
+			}
+		}
+		now = 1
+		for range 1000 { // a round
+			be.CleanupExpired(cowstate.DefaultTTLCleanupPerAdvance)
+		}
+		visited := 0
+		for b.Loop() { // the clock stays a millisecond after the writes
+			vi, _ := be.CleanupExpired(cowstate.DefaultTTLCleanupPerAdvance)
+			visited += vi
+		}
+		b.ReportMetric(float64(visited)/float64(b.N), "visited/op")
+	})
+}
