@@ -2,8 +2,8 @@
 // backend, one value state, a put and a get. It exists to measure what
 // importing cowstate costs a user's edit-compile cycle: built on its own
 // (cd bench && go build ./compilecost, no workspace) with a build cache
-// that holds only the standard library, it takes 2.5 CPU-seconds and at
-// most 122 MB (AMD EPYC, 2 cores, Go 1.26).
+// that holds only the standard library; its figures and where the time
+// goes are in docs/design.md ("What a user's build pays").
 package main
 
 import (
