@@ -30,7 +30,7 @@ func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], 
 		return nil, err
 	}
 	info := StateInfo{Name: name, Kind: KindAggregating, Codec: []string{kc.ID(), nc.ID(), ac.ID()}, TTL: o.ttl != nil}
-	s, err := registerAs[*AggregatingState[K, N, IN, ACC, OUT]](t, info, func() registered {
+	s, err := registerAs[*AggregatingState[K, N, IN, ACC, OUT]](t, info, o.ttl, func() registered {
 		s := &AggregatingState[K, N, IN, ACC, OUT]{fn: fn}
 		if o.ttl != nil {
 			s.ttl = newTTLCells(t, info, kc, nc, ac, *o.ttl)
@@ -45,18 +45,13 @@ func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], 
 	if err != nil {
 		return nil, err
 	}
-	var have *ttlRuntime
-	if s.ttl != nil {
-		have = s.ttl.rt
-	}
-	if err := checkTTL(name, have, o.ttl); err != nil {
-		return nil, err
-	}
 	return s, nil
 }
 
 func (s *AggregatingState[K, N, IN, ACC, OUT]) info() StateInfo { return s.cells.info }
 func (s *AggregatingState[K, N, IN, ACC, OUT]) handle() any     { return s }
+
+func (s *AggregatingState[K, N, IN, ACC, OUT]) ttlRuntime() *ttlRuntime { return s.ttl.runtime() }
 
 // Add adds in to the accumulator of (key, ns), creating it if needed (or,
 // with a TTL, if it has expired). Writer goroutine only.

@@ -82,20 +82,13 @@ func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Co
 		return nil, err
 	}
 	info := StateInfo{Name: name, Kind: KindList, Codec: []string{kc.ID(), nc.ID(), ec.ID()}, TTL: o.ttl != nil}
-	s, err := registerAs[*ListState[K, N, E]](t, info, func() registered {
+	s, err := registerAs[*ListState[K, N, E]](t, info, o.ttl, func() registered {
 		if o.ttl != nil {
 			return newTTLList(t, info, kc, nc, ec, *o.ttl)
 		}
 		return newListState(t, info, kc, nc, ec)
 	})
 	if err != nil {
-		return nil, err
-	}
-	var have *ttlRuntime
-	if s.ttl != nil {
-		have = s.ttl.runtime()
-	}
-	if err := checkTTL(name, have, o.ttl); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -153,6 +146,13 @@ func decodeList[E any](src []byte, ec Codec[E]) ([]E, error) {
 
 func (s *ListState[K, N, E]) info() StateInfo { return s.cells.info }
 func (s *ListState[K, N, E]) handle() any     { return s }
+
+func (s *ListState[K, N, E]) ttlRuntime() *ttlRuntime {
+	if s.ttl == nil {
+		return nil
+	}
+	return s.ttl.runtime()
+}
 
 // Add appends e to the list of (key, ns). O(log n). Writer goroutine only.
 func (s *ListState[K, N, E]) Add(key K, ns N, e E) error {

@@ -58,20 +58,13 @@ func NewMapState[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[
 		return nil, err
 	}
 	info := StateInfo{Name: name, Kind: KindMap, Codec: []string{kc.ID(), nc.ID(), ukc.ID(), uvc.ID()}, TTL: o.ttl != nil}
-	s, err := registerAs[*MapState[K, N, UK, UV]](t, info, func() registered {
+	s, err := registerAs[*MapState[K, N, UK, UV]](t, info, o.ttl, func() registered {
 		if o.ttl != nil {
 			return newTTLMap(t, info, kc, nc, ukc, uvc, *o.ttl)
 		}
 		return newMapState(t, info, kc, nc, ukc, uvc)
 	})
 	if err != nil {
-		return nil, err
-	}
-	var have *ttlRuntime
-	if s.ttl != nil {
-		have = s.ttl.runtime()
-	}
-	if err := checkTTL(name, have, o.ttl); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -170,6 +163,13 @@ func (s *MapState[K, N, UK, UV]) decodeCell(src []byte, dec func([]byte) (UV, er
 
 func (s *MapState[K, N, UK, UV]) info() StateInfo { return s.cells.info }
 func (s *MapState[K, N, UK, UV]) handle() any     { return s }
+
+func (s *MapState[K, N, UK, UV]) ttlRuntime() *ttlRuntime {
+	if s.ttl == nil {
+		return nil
+	}
+	return s.ttl.runtime()
+}
 
 // userKey encodes uk into the scratch buffer: hash and a string aliasing it.
 func (s *MapState[K, N, UK, UV]) userKey(uk UK) (uint64, string) {

@@ -20,7 +20,7 @@ func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], v
 		return nil, err
 	}
 	info := StateInfo{Name: name, Kind: KindReducing, Codec: []string{kc.ID(), nc.ID(), vc.ID()}, TTL: o.ttl != nil}
-	s, err := registerAs[*ReducingState[K, N, V]](t, info, func() registered {
+	s, err := registerAs[*ReducingState[K, N, V]](t, info, o.ttl, func() registered {
 		s := &ReducingState[K, N, V]{reduce: reduce}
 		if o.ttl != nil {
 			s.ttl = newTTLCells(t, info, kc, nc, vc, *o.ttl)
@@ -35,18 +35,13 @@ func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], v
 	if err != nil {
 		return nil, err
 	}
-	var have *ttlRuntime
-	if s.ttl != nil {
-		have = s.ttl.rt
-	}
-	if err := checkTTL(name, have, o.ttl); err != nil {
-		return nil, err
-	}
 	return s, nil
 }
 
 func (s *ReducingState[K, N, V]) info() StateInfo { return s.cells.info }
 func (s *ReducingState[K, N, V]) handle() any     { return s }
+
+func (s *ReducingState[K, N, V]) ttlRuntime() *ttlRuntime { return s.ttl.runtime() }
 
 // Get returns the folded value of (key, ns) and whether there is one (with
 // a TTL, by the TTL's rules, as ValueState.Lookup). Writer goroutine only.

@@ -428,6 +428,14 @@ type ttlCells[K, N, V any] struct {
 	rt *ttlRuntime
 }
 
+// runtime returns the state's TTL, or nil for c nil (a state without one).
+func (c *ttlCells[K, N, V]) runtime() *ttlRuntime {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
+
 func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], vc Codec[V], cfg TTL) *ttlCells[K, N, V] {
 	rt := newTTLRuntime(t, cfg)
 	c := newCells[K, N, stamped[V]](t, info, kc, nc, equalityFor[stamped[V]]())

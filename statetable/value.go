@@ -28,7 +28,7 @@ func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc C
 	}
 	info := StateInfo{Name: name, Kind: KindValue, Codec: []string{kc.ID(), nc.ID(), vc.ID()}, TTL: o.ttl != nil}
 	defEnc := vc.Append(nil, def)
-	s, err := registerAs[*ValueState[K, N, V]](t, info, func() registered {
+	s, err := registerAs[*ValueState[K, N, V]](t, info, o.ttl, func() registered {
 		s := &ValueState[K, N, V]{def: def, defEnc: defEnc}
 		if o.ttl != nil {
 			s.ttl = newTTLCells(t, info, kc, nc, vc, *o.ttl)
@@ -43,9 +43,6 @@ func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc C
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTTL(name, s.ttlRuntime(), o.ttl); err != nil {
-		return nil, err
-	}
 	if !bytes.Equal(s.defEnc, defEnc) {
 		return nil, fmt.Errorf("%w: value state %q is registered with default %v, not %v", ErrStateMismatch, name, s.def, def)
 	}
@@ -55,12 +52,7 @@ func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc C
 func (s *ValueState[K, N, V]) info() StateInfo { return s.cells.info }
 func (s *ValueState[K, N, V]) handle() any     { return s }
 
-func (s *ValueState[K, N, V]) ttlRuntime() *ttlRuntime {
-	if s.ttl == nil {
-		return nil
-	}
-	return s.ttl.rt
-}
+func (s *ValueState[K, N, V]) ttlRuntime() *ttlRuntime { return s.ttl.runtime() }
 
 // Get returns the value of (key, ns), or the default. O(log n). With a
 // TTL, an expired value is removed and reads as the default unless the
@@ -126,7 +118,7 @@ func (s *ValueState[K, N, V]) LookupAt(snap *Snapshot, key K, ns N) (V, bool, er
 
 // registerAs registers a state and asserts the handle's Go type (two states
 // can share codec IDs and differ in Go types).
-func registerAs[S any](t *Table, info StateInfo, make func() registered) (S, error) {
+func registerAs[S interface{ ttlRuntime() *ttlRuntime }](t *Table, info StateInfo, ttl *TTL, make func() registered) (S, error) {
 	var zero S
 	h, err := t.register(info, make)
 	if err != nil {
@@ -135,6 +127,9 @@ func registerAs[S any](t *Table, info StateInfo, make func() registered) (S, err
 	s, ok := h.(S)
 	if !ok {
 		return zero, fmt.Errorf("%w: %v is registered with other Go types (%T)", ErrStateMismatch, info, h)
+	}
+	if err := checkTTL(info.Name, s.ttlRuntime(), ttl); err != nil {
+		return zero, err
 	}
 	return s, nil
 }
