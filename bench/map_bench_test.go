@@ -255,6 +255,28 @@ func mergeDiff(a, b *tbtree.Map[int64, int64]) int {
 	return n
 }
 
+// heapPerEntry reports the live heap, bytes and objects per entry, that
+// build allocates and keeps: build returns how many entries it built (which
+// must be size) and what holds them.
+func heapPerEntry(b *testing.B, size int, build func() (entries int, keep any)) {
+	var bytes, objects float64
+	runs := 0
+	for b.Loop() {
+		before := heapStats()
+		n, keep := build()
+		after := heapStats()
+		if n != size {
+			b.Fatalf("built %d entries, want %d", n, size)
+		}
+		bytes += float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		objects += float64(after.HeapObjects) - float64(before.HeapObjects)
+		runs++
+		runtime.KeepAlive(keep)
+	}
+	b.ReportMetric(bytes/float64(runs*size), "B/entry")
+	b.ReportMetric(objects/float64(runs*size), "objects/entry")
+}
+
 // BenchmarkMemory builds a map of size entries by inserts and reports the
 // live heap it holds: bytes and heap objects per entry. The impl=state runs
 // are a value state with its TTL off and on (see memoryTTL).
@@ -263,22 +285,10 @@ func BenchmarkMemory(b *testing.B) {
 		keys := randomKeys(size)
 		for _, impl := range impls {
 			b.Run(fmt.Sprintf("size=%d/impl=%s", size, impl), func(b *testing.B) {
-				var bytes, objects float64
-				runs := 0
-				for b.Loop() {
-					before := heapStats()
+				heapPerEntry(b, size, func() (int, any) {
 					s := build(impl, keys)
-					after := heapStats()
-					if s.Len() != size {
-						b.Fatalf("built %d entries, want %d", s.Len(), size)
-					}
-					bytes += float64(after.HeapAlloc) - float64(before.HeapAlloc)
-					objects += float64(after.HeapObjects) - float64(before.HeapObjects)
-					runs++
-					runtime.KeepAlive(s)
-				}
-				b.ReportMetric(bytes/float64(runs*size), "B/entry")
-				b.ReportMetric(objects/float64(runs*size), "objects/entry")
+					return s.Len(), s
+				})
 			})
 		}
 		memoryTTL(b, size, keys)

@@ -33,21 +33,7 @@ func BenchmarkValueUpdate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for _, k := range keys {
-				v.Put(k, void, 1)
-			}
-			p := newPicker(size)
-			b.ReportAllocs()
-			for b.Loop() {
-				k := keys[p.next()]
-				n, err := v.Get(k, void)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := v.Put(k, void, n+1); err != nil {
-					b.Fatal(err)
-				}
-			}
+			valueUpdate(b, v, keys, nil)
 		})
 		b.Run(fmt.Sprintf("size=%d/impl=gomap", size), func(b *testing.B) {
 			m := make(map[string]int64)

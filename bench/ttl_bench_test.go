@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -78,10 +77,7 @@ func valueUpdateTTL(b *testing.B, size int, keys []int64) {
 func memoryTTL(b *testing.B, size int, keys []int64) {
 	for _, ttl := range []bool{false, true} {
 		b.Run(fmt.Sprintf("size=%d/impl=state/ttl=%s", size, onOff(ttl)), func(b *testing.B) {
-			var bytes, objects float64
-			runs := 0
-			for b.Loop() {
-				before := heapStats()
+			heapPerEntry(b, size, func() (int, any) {
 				be, err := cowstate.New(cowstate.Config{Clock: func() int64 { return 0 }})
 				if err != nil {
 					b.Fatal(err)
@@ -99,17 +95,8 @@ func memoryTTL(b *testing.B, size int, keys []int64) {
 						b.Fatal(err)
 					}
 				}
-				after := heapStats()
-				if v.Count() != size {
-					b.Fatalf("built %d entries, want %d", v.Count(), size)
-				}
-				bytes += float64(after.HeapAlloc) - float64(before.HeapAlloc)
-				objects += float64(after.HeapObjects) - float64(before.HeapObjects)
-				runs++
-				runtime.KeepAlive(be)
-			}
-			b.ReportMetric(bytes/float64(runs*size), "B/entry")
-			b.ReportMetric(objects/float64(runs*size), "objects/entry")
+				return v.Count(), be
+			})
 		})
 	}
 }
@@ -119,6 +106,25 @@ func onOff(on bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// ttlState returns a backend whose clock reads *now and its value state
+// "v" with a TTL of an hour, holding keys 0 to size-1 written at *now.
+func ttlState(b *testing.B, size int, now *int64) (*cowstate.Backend, *statetable.ValueState[int64, statetable.VoidNamespace, int64]) {
+	be, err := cowstate.New(cowstate.Config{Clock: func() int64 { return *now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := cowstate.Value(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, ttlHour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for k := range int64(size) { // keys hash at random: their order does not matter
+		if err := v.Put(k, void, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return be, v
 }
 
 // BenchmarkTTLCleanup times the incremental cleanup of a value state of
@@ -133,21 +139,9 @@ func onOff(on bool) string {
 func BenchmarkTTLCleanup(b *testing.B) {
 	for _, size := range []int{1_000_000, 10_000_000} {
 		b.Run(fmt.Sprintf("size=%d/expired=10pct", size), func(b *testing.B) {
-			now := int64(0)
+			var now int64
+			be, v := ttlState(b, size, &now)
 			ttl := time.Hour.Milliseconds()
-			be, err := cowstate.New(cowstate.Config{Clock: func() int64 { return now }})
-			if err != nil {
-				b.Fatal(err)
-			}
-			v, err := cowstate.Value(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, ttlHour)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for k := range int64(size) { // keys hash at random: the order of keys does not matter
-				if err := v.Put(k, void, k); err != nil {
-					b.Fatal(err)
-				}
-			}
 			expired := size / 10
 			visited, rounds := 0, 0
 			for b.Loop() {
@@ -180,20 +174,8 @@ func BenchmarkTTLCleanup(b *testing.B) {
 		// A step of a processing-time advance when nothing has expired:
 		// after one round, the state's floor (its least expiration) lets
 		// every step return at once.
-		now := int64(0)
-		be, err := cowstate.New(cowstate.Config{Clock: func() int64 { return now }})
-		if err != nil {
-			b.Fatal(err)
-		}
-		v, err := cowstate.Value(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, ttlHour)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for k := range int64(1_000_000) {
-			if err := v.Put(k, void, k); err != nil {
-				b.Fatal(err)
-			}
-		}
+		var now int64
+		be, _ := ttlState(b, 1_000_000, &now)
 		now = 1
 		for range 1000 { // a round
 			be.CleanupExpired(cowstate.DefaultTTLCleanupPerAdvance)
