@@ -18,7 +18,8 @@ type Config struct {
 	KeyGroups *statetable.KeyGroupRange
 	// Clock returns processing time in milliseconds; nil means the wall
 	// clock. Tests inject their own. It is the time of processing-time
-	// timers and of state TTLs (WithTTL), read on the writer goroutine.
+	// timers and of state TTLs (ValueWithTTL and the others), read on the
+	// writer goroutine.
 	Clock func() int64
 	// TTLCleanupPerAdvance is the number of entries of TTL states the
 	// incremental cleanup visits on each AdvanceProcessingTime of a timer

@@ -11,12 +11,12 @@ import (
 // A per-user value that expires after 30 minutes of processing time
 // without a write. The clock is the test's; a job leaves Config.Clock nil
 // (the wall clock) and pins the time per batch of records.
-func ExampleWithTTL() {
+func ExampleValueWithTTL() {
 	now := int64(0) // processing time, ms
 	b, _ := cowstate.New(cowstate.Config{Clock: func() int64 { return now }})
 	void := statetable.VoidNamespace{}
-	lastSeen, _ := cowstate.Value(b, "last-seen", statetable.String, statetable.Void, statetable.Int64, -1,
-		cowstate.WithTTL(cowstate.TTL{Duration: 30 * time.Minute}))
+	lastSeen, _ := cowstate.ValueWithTTL(b, "last-seen", statetable.String, statetable.Void, statetable.Int64, -1,
+		cowstate.TTL{Duration: 30 * time.Minute})
 
 	b.PinProcessingTime() // one clock read for the batch
 	lastSeen.Put("ann", void, 1)

@@ -31,20 +31,41 @@ type v1States struct {
 	r *statetable.ReducingState[int64, statetable.VoidNamespace, int64]
 }
 
-func registerV1(t *testing.T, b *cowstate.Backend, opts ...statetable.Option) v1States {
+func registerV1(t *testing.T, b *cowstate.Backend, ttl *cowstate.TTL) v1States {
 	t.Helper()
 	var s v1States
 	var err error
-	if s.v, err = cowstate.Value(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, opts...); err != nil {
+	sum := func(a, x int64) int64 { return a + x }
+	if ttl == nil {
+		s.v, err = cowstate.Value(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0)
+	} else {
+		s.v, err = cowstate.ValueWithTTL(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, *ttl)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	if s.l, err = cowstate.List(b, "l", statetable.String, statetable.Void, statetable.String, opts...); err != nil {
+	if ttl == nil {
+		s.l, err = cowstate.List(b, "l", statetable.String, statetable.Void, statetable.String)
+	} else {
+		s.l, err = cowstate.ListWithTTL(b, "l", statetable.String, statetable.Void, statetable.String, *ttl)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	if s.m, err = cowstate.Map(b, "m", statetable.Int64, statetable.Void, statetable.String, statetable.Int64, opts...); err != nil {
+	if ttl == nil {
+		s.m, err = cowstate.Map(b, "m", statetable.Int64, statetable.Void, statetable.String, statetable.Int64)
+	} else {
+		s.m, err = cowstate.MapWithTTL(b, "m", statetable.Int64, statetable.Void, statetable.String, statetable.Int64, *ttl)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	if s.r, err = cowstate.Reducing(b, "r", statetable.Int64, statetable.Void, statetable.Int64, func(a, x int64) int64 { return a + x }, opts...); err != nil {
+	if ttl == nil {
+		s.r, err = cowstate.Reducing(b, "r", statetable.Int64, statetable.Void, statetable.Int64, sum)
+	} else {
+		s.r, err = cowstate.ReducingWithTTL(b, "r", statetable.Int64, statetable.Void, statetable.Int64, sum, *ttl)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -85,11 +106,11 @@ func TestTTL_RestoreVersion1(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var opts []statetable.Option
+		var ttl *cowstate.TTL
 		if withTTL {
-			opts = append(opts, cowstate.WithTTL(cowstate.TTL{Duration: time.Second}))
+			ttl = &cowstate.TTL{Duration: time.Second}
 		}
-		s := registerV1(t, b, opts...)
+		s := registerV1(t, b, ttl)
 		r, d := openV1(t)
 		if err := b.RestoreChains(context.Background(), cowstate.Chain{Full: r, FullID: 1, Deltas: []*delta.Delta{d}}); err != nil {
 			t.Fatalf("TTL %v: %v", withTTL, err)
@@ -148,7 +169,7 @@ func reflectEqual(a, b any) bool {
 func TestTTL_FileRoundTrip(t *testing.T) {
 	now := int64(0)
 	clock := func() int64 { return now }
-	ttl := cowstate.WithTTL(cowstate.TTL{Duration: 100 * time.Millisecond})
+	ttl := &cowstate.TTL{Duration: 100 * time.Millisecond}
 	b, err := cowstate.New(cowstate.Config{MaxParallelism: 8, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +274,7 @@ func TestTTL_FileRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerV1(t, b3)
+	registerV1(t, b3, nil)
 	if err := b3.Restore(context.Background(), open(full.Bytes())); !errors.Is(err, snapshot.ErrMismatch) || !errors.Is(err, statetable.ErrStateMismatch) {
 		t.Fatalf("TTL file into states without TTL: %v, want ErrMismatch", err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // ttlHour is the TTL of the benchmarks' states: long enough that nothing
 // expires unless a benchmark makes it.
-var ttlHour = cowstate.WithTTL(cowstate.TTL{Duration: time.Hour})
+var ttlHour = cowstate.TTL{Duration: time.Hour}
 
 // valueUpdate is BenchmarkValueUpdate's loop on v: get, add one, put, at
 // random keys; every 1000 updates it calls batch (to pin the time, say).
@@ -53,11 +53,7 @@ func valueUpdateTTL(b *testing.B, size int, keys []int64) {
 	}{{"ttl=off", false, false}, {"ttl=on", true, true}, {"ttl=on/clock=wall", true, false}} {
 		b.Run(fmt.Sprintf("size=%d/%s", size, c.name), func(b *testing.B) {
 			be := newBackend(b)
-			var opts []statetable.Option
-			if c.ttl {
-				opts = append(opts, ttlHour)
-			}
-			v, err := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0, opts...)
+			v, err := int64Value(be, "count", c.ttl)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -82,11 +78,7 @@ func memoryTTL(b *testing.B, size int, keys []int64) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var opts []statetable.Option
-				if ttl {
-					opts = append(opts, ttlHour)
-				}
-				v, err := cowstate.Value(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, opts...)
+				v, err := int64Value(be, "v", ttl)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -99,6 +91,15 @@ func memoryTTL(b *testing.B, size int, keys []int64) {
 			})
 		})
 	}
+}
+
+// int64Value registers a value state of int64 keys and values, with the
+// benchmarks' TTL or without one.
+func int64Value(be *cowstate.Backend, name string, ttl bool) (*statetable.ValueState[int64, statetable.VoidNamespace, int64], error) {
+	if ttl {
+		return cowstate.ValueWithTTL(be, name, statetable.Int64, statetable.Void, statetable.Int64, 0, ttlHour)
+	}
+	return cowstate.Value(be, name, statetable.Int64, statetable.Void, statetable.Int64, 0)
 }
 
 func onOff(on bool) string {
@@ -115,7 +116,7 @@ func ttlState(b *testing.B, size int, now *int64) (*cowstate.Backend, *statetabl
 	if err != nil {
 		b.Fatal(err)
 	}
-	v, err := cowstate.Value(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, ttlHour)
+	v, err := int64Value(be, "v", true)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -67,7 +67,8 @@ func (c *cowBackend) RegisterState(name string, kind statetable.Kind) (err error
 	return c.register(name, kind, nil)
 }
 
-// RegisterStateTTL registers a state with cowstate.WithTTL.
+// RegisterStateTTL registers a state with a TTL (cowstate.ValueWithTTL and
+// the other kinds' ...WithTTL constructors).
 func (c *cowBackend) RegisterStateTTL(name string, kind statetable.Kind, ttl statetable.TTL) error {
 	return c.register(name, kind, &ttl)
 }
@@ -88,21 +89,27 @@ func (c *cowBackend) register(name string, kind statetable.Kind, ttl *statetable
 		return nil
 	}
 	h := handle{kind: kind, ttl: ttl}
-	var opts []statetable.Option
-	if ttl != nil {
-		opts = append(opts, cowstate.WithTTL(*ttl))
-	}
-	switch kind {
-	case statetable.KindValue:
-		h.v, err = cowstate.Value(c.b, name, str, str, str, "", opts...)
-	case statetable.KindList:
-		h.l, err = cowstate.List(c.b, name, str, str, str, opts...)
-	case statetable.KindMap:
-		h.m, err = cowstate.Map(c.b, name, str, str, str, str, opts...)
-	case statetable.KindReducing:
-		h.r, err = cowstate.Reducing(c.b, name, str, str, str, Reduce, opts...)
-	case statetable.KindAggregating:
-		h.a, err = cowstate.Aggregating(c.b, name, str, str, str, Aggregate{}, opts...)
+	switch {
+	case kind == statetable.KindValue && ttl == nil:
+		h.v, err = cowstate.Value(c.b, name, str, str, str, "")
+	case kind == statetable.KindValue:
+		h.v, err = cowstate.ValueWithTTL(c.b, name, str, str, str, "", *ttl)
+	case kind == statetable.KindList && ttl == nil:
+		h.l, err = cowstate.List(c.b, name, str, str, str)
+	case kind == statetable.KindList:
+		h.l, err = cowstate.ListWithTTL(c.b, name, str, str, str, *ttl)
+	case kind == statetable.KindMap && ttl == nil:
+		h.m, err = cowstate.Map(c.b, name, str, str, str, str)
+	case kind == statetable.KindMap:
+		h.m, err = cowstate.MapWithTTL(c.b, name, str, str, str, str, *ttl)
+	case kind == statetable.KindReducing && ttl == nil:
+		h.r, err = cowstate.Reducing(c.b, name, str, str, str, Reduce)
+	case kind == statetable.KindReducing:
+		h.r, err = cowstate.ReducingWithTTL(c.b, name, str, str, str, Reduce, *ttl)
+	case kind == statetable.KindAggregating && ttl == nil:
+		h.a, err = cowstate.Aggregating(c.b, name, str, str, str, Aggregate{})
+	case kind == statetable.KindAggregating:
+		h.a, err = cowstate.AggregatingWithTTL(c.b, name, str, str, str, Aggregate{}, *ttl)
 	default:
 		err = fmt.Errorf("%w: state %q of unknown kind %v", ErrKind, name, kind)
 	}

@@ -15,49 +15,54 @@ type AggregateFunction[IN, ACC, OUT any] interface {
 type AggregatingState[K, N, IN, ACC, OUT any] struct {
 	*cells[K, N, ACC] // nil for a state with a TTL
 	keyed[K, N]
-	ttl *ttlCells[K, N, ACC] // nil for a state without a TTL
+	ttl valueTTL[K, N, ACC] // nil for a state without a TTL
 	fn  AggregateFunction[IN, ACC, OUT]
 }
 
 // NewAggregating registers an aggregating state; ac is the accumulator's
 // codec. The type parameters are inferred from the arguments (IN, ACC and
-// OUT from fn's methods): a call names none. With WithTTL, each
-// accumulator expires on its own; an Add to an expired one starts a new
-// accumulator. Writer goroutine only.
-func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT], opts ...Option) (*AggregatingState[K, N, IN, ACC, OUT], error) {
-	o, err := stateOptions(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	info := StateInfo{Name: name, Kind: KindAggregating, Codec: []string{kc.ID(), nc.ID(), ac.ID()}, TTL: o.ttl != nil}
-	s, err := registerAs[*AggregatingState[K, N, IN, ACC, OUT]](t, info, o.ttl, func() registered {
-		s := &AggregatingState[K, N, IN, ACC, OUT]{fn: fn}
-		if o.ttl != nil {
-			s.ttl = newTTLCells(t, info, kc, nc, ac, *o.ttl)
-			s.keyed = keyed[K, N]{s.ttl.cells}
-			return ttlReg[K, N, stamped[ACC]]{s.ttl.cells, s}
-		}
+// OUT from fn's methods): a call names none. Writer goroutine only.
+func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT]) (*AggregatingState[K, N, IN, ACC, OUT], error) {
+	return registerAggregating(t, name, kc, nc, ac, fn, nil, func(s *AggregatingState[K, N, IN, ACC, OUT], info StateInfo) registered {
 		s.cells = newCells[K, N, ACC](t, info, kc, nc, equalityFor[ACC]())
 		s.cell = valueCell(ac)
 		s.keyed = keyed[K, N]{s.cells}
 		return s
 	})
-	if err != nil {
+}
+
+// NewAggregatingWithTTL is NewAggregating for a state whose accumulators
+// expire on their own (see TTL, and NewValueWithTTL for the errors); an
+// Add to an expired one starts a new accumulator. Writer goroutine only.
+func NewAggregatingWithTTL[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT], ttl TTL) (*AggregatingState[K, N, IN, ACC, OUT], error) {
+	if err := ttl.check(name); err != nil {
 		return nil, err
 	}
-	return s, nil
+	return registerAggregating(t, name, kc, nc, ac, fn, &ttl, func(s *AggregatingState[K, N, IN, ACC, OUT], info StateInfo) registered {
+		c := newTTLCells(t, info, kc, nc, ac, ttl)
+		s.ttl = c
+		s.keyed = keyed[K, N]{c.cells}
+		return ttlReg[K, N, stamped[ACC]]{c.cells, s}
+	})
+}
+
+func registerAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT], ttl *TTL, fill func(*AggregatingState[K, N, IN, ACC, OUT], StateInfo) registered) (*AggregatingState[K, N, IN, ACC, OUT], error) {
+	info := StateInfo{Name: name, Kind: KindAggregating, Codec: []string{kc.ID(), nc.ID(), ac.ID()}, TTL: ttl != nil}
+	return registerAs[*AggregatingState[K, N, IN, ACC, OUT]](t, info, ttl, func() registered {
+		return fill(&AggregatingState[K, N, IN, ACC, OUT]{fn: fn}, info)
+	})
 }
 
 func (s *AggregatingState[K, N, IN, ACC, OUT]) info() StateInfo { return s.cells.info }
 func (s *AggregatingState[K, N, IN, ACC, OUT]) handle() any     { return s }
 
-func (s *AggregatingState[K, N, IN, ACC, OUT]) ttlRuntime() *ttlRuntime { return s.ttl.runtime() }
+func (s *AggregatingState[K, N, IN, ACC, OUT]) ttlRuntime() *ttlRuntime { return runtimeOf(s.ttl) }
 
 // Add adds in to the accumulator of (key, ns), creating it if needed (or,
 // with a TTL, if it has expired). Writer goroutine only.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) Add(key K, ns N, in IN) error {
 	if s.ttl != nil {
-		now := s.ttl.t.now()
+		now := s.ttl.now()
 		acc, ok, err := s.ttl.getFresh(key, ns, now)
 		if err != nil {
 			return err

@@ -33,7 +33,8 @@
 //
 // # Time-to-live
 //
-// A state registered WithTTL expires each value, list element and map
+// A state registered with a TTL (NewValueWithTTL and the other kinds'
+// ...WithTTL constructors) expires each value, list element and map
 // user key a TTL after it was last written (or read, with
 // UpdateOnReadAndWrite), on the table's clock (Config.Clock, or a time
 // pinned with PinTime). It stores its values stamped with an int64

@@ -73,25 +73,26 @@ type listTTL[K, N, E any] interface {
 	runtime() *ttlRuntime
 }
 
-// NewList registers a list state; ec is the elements' codec. With WithTTL,
-// each element expires on its own (as in Flink): an element's timestamp is
-// set when it is added. Writer goroutine only.
-func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Codec[E], opts ...Option) (*ListState[K, N, E], error) {
-	o, err := stateOptions(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	info := StateInfo{Name: name, Kind: KindList, Codec: []string{kc.ID(), nc.ID(), ec.ID()}, TTL: o.ttl != nil}
-	s, err := registerAs[*ListState[K, N, E]](t, info, o.ttl, func() registered {
-		if o.ttl != nil {
-			return newTTLList(t, info, kc, nc, ec, *o.ttl)
-		}
+// NewList registers a list state; ec is the elements' codec. Writer
+// goroutine only.
+func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Codec[E]) (*ListState[K, N, E], error) {
+	info := StateInfo{Name: name, Kind: KindList, Codec: []string{kc.ID(), nc.ID(), ec.ID()}}
+	return registerAs[*ListState[K, N, E]](t, info, nil, func() registered {
 		return newListState(t, info, kc, nc, ec)
 	})
-	if err != nil {
+}
+
+// NewListWithTTL is NewList for a state whose elements expire each on its
+// own, as in Flink: an element's timestamp is set when it is added (see
+// TTL, and NewValueWithTTL for the errors). Writer goroutine only.
+func NewListWithTTL[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Codec[E], ttl TTL) (*ListState[K, N, E], error) {
+	if err := ttl.check(name); err != nil {
 		return nil, err
 	}
-	return s, nil
+	info := StateInfo{Name: name, Kind: KindList, Codec: []string{kc.ID(), nc.ID(), ec.ID()}, TTL: true}
+	return registerAs[*ListState[K, N, E]](t, info, &ttl, func() registered {
+		return newTTLList(t, info, kc, nc, ec, ttl)
+	})
 }
 
 // newListState returns a list state that no table has registered.

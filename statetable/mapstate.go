@@ -50,24 +50,25 @@ type mapTTL[K, N, UK, UV any] interface {
 }
 
 // NewMapState registers a map state; ukc and uvc are the codecs of the user
-// keys and values. With WithTTL, each user key's entry expires on its own
-// (as in Flink). Writer goroutine only.
-func NewMapState[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[N], ukc Codec[UK], uvc Codec[UV], opts ...Option) (*MapState[K, N, UK, UV], error) {
-	o, err := stateOptions(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	info := StateInfo{Name: name, Kind: KindMap, Codec: []string{kc.ID(), nc.ID(), ukc.ID(), uvc.ID()}, TTL: o.ttl != nil}
-	s, err := registerAs[*MapState[K, N, UK, UV]](t, info, o.ttl, func() registered {
-		if o.ttl != nil {
-			return newTTLMap(t, info, kc, nc, ukc, uvc, *o.ttl)
-		}
+// keys and values. Writer goroutine only.
+func NewMapState[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[N], ukc Codec[UK], uvc Codec[UV]) (*MapState[K, N, UK, UV], error) {
+	info := StateInfo{Name: name, Kind: KindMap, Codec: []string{kc.ID(), nc.ID(), ukc.ID(), uvc.ID()}}
+	return registerAs[*MapState[K, N, UK, UV]](t, info, nil, func() registered {
 		return newMapState(t, info, kc, nc, ukc, uvc)
 	})
-	if err != nil {
+}
+
+// NewMapStateWithTTL is NewMapState for a state whose user keys' entries
+// expire each on its own, as in Flink (see TTL, and NewValueWithTTL for
+// the errors). Writer goroutine only.
+func NewMapStateWithTTL[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[N], ukc Codec[UK], uvc Codec[UV], ttl TTL) (*MapState[K, N, UK, UV], error) {
+	if err := ttl.check(name); err != nil {
 		return nil, err
 	}
-	return s, nil
+	info := StateInfo{Name: name, Kind: KindMap, Codec: []string{kc.ID(), nc.ID(), ukc.ID(), uvc.ID()}, TTL: true}
+	return registerAs[*MapState[K, N, UK, UV]](t, info, &ttl, func() registered {
+		return newTTLMap(t, info, kc, nc, ukc, uvc, ttl)
+	})
 }
 
 // newMapState returns a map state that no table has registered.

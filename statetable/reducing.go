@@ -5,43 +5,48 @@ package statetable
 type ReducingState[K, N, V any] struct {
 	*cells[K, N, V] // nil for a state with a TTL
 	keyed[K, N]
-	ttl    *ttlCells[K, N, V] // nil for a state without a TTL
+	ttl    valueTTL[K, N, V] // nil for a state without a TTL
 	reduce func(acc, v V) V
 }
 
 // NewReducing registers a reducing state. reduce(acc, v) returns the fold of
 // the held value and a new one; it must not mutate acc (snapshots may hold
-// it) and must be deterministic. With WithTTL, each (key, namespace)'s
-// value expires on its own; an Add to an expired value starts it over.
-// Writer goroutine only.
-func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V, opts ...Option) (*ReducingState[K, N, V], error) {
-	o, err := stateOptions(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	info := StateInfo{Name: name, Kind: KindReducing, Codec: []string{kc.ID(), nc.ID(), vc.ID()}, TTL: o.ttl != nil}
-	s, err := registerAs[*ReducingState[K, N, V]](t, info, o.ttl, func() registered {
-		s := &ReducingState[K, N, V]{reduce: reduce}
-		if o.ttl != nil {
-			s.ttl = newTTLCells(t, info, kc, nc, vc, *o.ttl)
-			s.keyed = keyed[K, N]{s.ttl.cells}
-			return ttlReg[K, N, stamped[V]]{s.ttl.cells, s}
-		}
+// it) and must be deterministic. Writer goroutine only.
+func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V) (*ReducingState[K, N, V], error) {
+	return registerReducing(t, name, kc, nc, vc, reduce, nil, func(s *ReducingState[K, N, V], info StateInfo) registered {
 		s.cells = newCells[K, N, V](t, info, kc, nc, equalityFor[V]())
 		s.cell = valueCell(vc)
 		s.keyed = keyed[K, N]{s.cells}
 		return s
 	})
-	if err != nil {
+}
+
+// NewReducingWithTTL is NewReducing for a state whose values expire on
+// their own (see TTL, and NewValueWithTTL for the errors); an Add to an
+// expired value starts it over. Writer goroutine only.
+func NewReducingWithTTL[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V, ttl TTL) (*ReducingState[K, N, V], error) {
+	if err := ttl.check(name); err != nil {
 		return nil, err
 	}
-	return s, nil
+	return registerReducing(t, name, kc, nc, vc, reduce, &ttl, func(s *ReducingState[K, N, V], info StateInfo) registered {
+		c := newTTLCells(t, info, kc, nc, vc, ttl)
+		s.ttl = c
+		s.keyed = keyed[K, N]{c.cells}
+		return ttlReg[K, N, stamped[V]]{c.cells, s}
+	})
+}
+
+func registerReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V, ttl *TTL, fill func(*ReducingState[K, N, V], StateInfo) registered) (*ReducingState[K, N, V], error) {
+	info := StateInfo{Name: name, Kind: KindReducing, Codec: []string{kc.ID(), nc.ID(), vc.ID()}, TTL: ttl != nil}
+	return registerAs[*ReducingState[K, N, V]](t, info, ttl, func() registered {
+		return fill(&ReducingState[K, N, V]{reduce: reduce}, info)
+	})
 }
 
 func (s *ReducingState[K, N, V]) info() StateInfo { return s.cells.info }
 func (s *ReducingState[K, N, V]) handle() any     { return s }
 
-func (s *ReducingState[K, N, V]) ttlRuntime() *ttlRuntime { return s.ttl.runtime() }
+func (s *ReducingState[K, N, V]) ttlRuntime() *ttlRuntime { return runtimeOf(s.ttl) }
 
 // Get returns the folded value of (key, ns) and whether there is one (with
 // a TTL, by the TTL's rules, as ValueState.Lookup). Writer goroutine only.
@@ -64,7 +69,7 @@ func (s *ReducingState[K, N, V]) GetAt(snap *Snapshot, key K, ns N) (V, bool, er
 // with a TTL, if it has expired). Writer goroutine only.
 func (s *ReducingState[K, N, V]) Add(key K, ns N, v V) error {
 	if s.ttl != nil {
-		now := s.ttl.t.now()
+		now := s.ttl.now()
 		old, ok, err := s.ttl.getFresh(key, ns, now)
 		if err != nil {
 			return err

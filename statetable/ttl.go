@@ -77,32 +77,6 @@ func (c TTL) check(state string) error {
 	return nil
 }
 
-// Option is an option of a state's registration (NewValue and the others).
-type Option struct{ apply func(*options) }
-
-type options struct{ ttl *TTL }
-
-// WithTTL gives the state a time-to-live. A state registered again under
-// the same name must be given the same TTL (else ErrStateMismatch).
-func WithTTL(ttl TTL) Option { return Option{func(o *options) { o.ttl = &ttl }} }
-
-// stateOptions collects opts and checks them for the named state.
-func stateOptions(name string, opts []Option) (options, error) {
-	var o options
-	for _, opt := range opts {
-		if opt.apply == nil {
-			return o, fmt.Errorf("%w: state %q: zero Option (use WithTTL)", ErrConfig, name)
-		}
-		opt.apply(&o)
-	}
-	if o.ttl != nil {
-		if err := o.ttl.check(name); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
-}
-
 // checkTTL returns an error matching ErrStateMismatch if a state found
 // registered under the name has another TTL than asked for.
 func checkTTL(name string, have *ttlRuntime, want *TTL) error {
@@ -428,13 +402,34 @@ type ttlCells[K, N, V any] struct {
 	rt *ttlRuntime
 }
 
-// runtime returns the state's TTL, or nil for c nil (a state without one).
-func (c *ttlCells[K, N, V]) runtime() *ttlRuntime {
-	if c == nil {
+// valueTTL is the TTL side of a value, reducing or aggregating state
+// (*ttlCells). The states reach it through this interface so that only a
+// program that registers a TTL state (NewValueWithTTL and the others)
+// instantiates the TTL code and the stamped cell type: a second shape of
+// the whole cell stack, which would double what a user's build of a
+// program without TTL compiles (bench/compilecost; docs/design.md, "What a
+// user's build pays"). One indirect call per access on the TTL path.
+type valueTTL[K, N, V any] interface {
+	now() int64
+	getLive(key K, ns N) (V, bool, error)
+	getFresh(key K, ns N, now int64) (V, bool, error)
+	putLive(key K, ns N, v V, now int64) error
+	getAtLive(snap *Snapshot, key K, ns N) (V, bool, error)
+	mergeLive(key K, target N, sources []N, combine func(acc, v V) V) error
+	clear(key K, ns N) error
+	runtime() *ttlRuntime
+}
+
+// runtimeOf returns the TTL of a state's TTL side, or nil if it has none.
+func runtimeOf(side interface{ runtime() *ttlRuntime }) *ttlRuntime {
+	if side == nil {
 		return nil
 	}
-	return c.rt
+	return side.runtime()
 }
+
+func (c *ttlCells[K, N, V]) runtime() *ttlRuntime { return c.rt }
+func (c *ttlCells[K, N, V]) now() int64           { return c.t.now() }
 
 func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], vc Codec[V], cfg TTL) *ttlCells[K, N, V] {
 	rt := newTTLRuntime(t, cfg)

@@ -27,7 +27,7 @@ func newTTLTable(t testing.TB) *ttlTable {
 	return tt
 }
 
-func ttl(ms int64) Option { return WithTTL(TTL{Duration: time.Duration(ms) * time.Millisecond}) }
+func ttl(ms int64) TTL { return TTL{Duration: time.Duration(ms) * time.Millisecond} }
 
 func must[T any](t testing.TB) func(T, error) T {
 	return func(v T, err error) T {
@@ -51,8 +51,8 @@ var void = VoidNamespace{}
 func TestTTL_Value(t *testing.T) {
 	for _, vis := range []TTLVisibility{NeverReturnExpired, ReturnExpiredIfNotCleanedUp} {
 		tb := newTTLTable(t)
-		v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb.Table, "v", Int64, Void, Int64, -1,
-			WithTTL(TTL{Duration: 100 * time.Millisecond, Visibility: vis})))
+		v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, -1,
+			TTL{Duration: 100 * time.Millisecond, Visibility: vis}))
 		noErr(t, v.Put(1, void, 10))
 		tb.now = 99
 		if got, err := v.Get(1, void); err != nil || got != 10 {
@@ -83,9 +83,9 @@ func TestTTL_Value(t *testing.T) {
 
 func TestTTL_UpdateOnRead(t *testing.T) {
 	tb := newTTLTable(t)
-	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb.Table, "v", Int64, Void, Int64, 0,
-		WithTTL(TTL{Duration: 100 * time.Millisecond, Update: UpdateOnReadAndWrite})))
-	w := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb.Table, "w", Int64, Void, Int64, 0, ttl(100)))
+	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0,
+		TTL{Duration: 100 * time.Millisecond, Update: UpdateOnReadAndWrite}))
+	w := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb.Table, "w", Int64, Void, Int64, 0, ttl(100)))
 	noErr(t, v.Put(1, void, 5))
 	noErr(t, w.Put(1, void, 5))
 	for _, now := range []int64{90, 180, 270} {
@@ -105,8 +105,8 @@ func TestTTL_UpdateOnRead(t *testing.T) {
 
 func TestTTL_ReducingAggregating(t *testing.T) {
 	tb := newTTLTable(t)
-	r := must[*ReducingState[string, VoidNamespace, int64]](t)(NewReducing(tb.Table, "r", String, Void, Int64, func(a, b int64) int64 { return a + b }, ttl(100)))
-	a := must[*AggregatingState[string, VoidNamespace, int64, [2]int64, string]](t)(NewAggregating(tb.Table, "a", String, Void, accCodec, AggregateFunction[int64, [2]int64, string](sumAgg{}), ttl(100)))
+	r := must[*ReducingState[string, VoidNamespace, int64]](t)(NewReducingWithTTL(tb.Table, "r", String, Void, Int64, func(a, b int64) int64 { return a + b }, ttl(100)))
+	a := must[*AggregatingState[string, VoidNamespace, int64, [2]int64, string]](t)(NewAggregatingWithTTL(tb.Table, "a", String, Void, accCodec, AggregateFunction[int64, [2]int64, string](sumAgg{}), ttl(100)))
 	noErr(t, r.Add("k", void, 1))
 	noErr(t, a.Add("k", void, 1))
 	tb.now = 50
@@ -129,7 +129,7 @@ func TestTTL_ReducingAggregating(t *testing.T) {
 		t.Fatalf("add to an expired accumulator: %q, want a fresh one", got)
 	}
 	// Merge: expired sources are skipped, the merged value is refreshed.
-	rw := must[*ReducingState[string, string, int64]](t)(NewReducing(tb.Table, "rw", String, String, Int64, func(a, b int64) int64 { return a + b }, ttl(100)))
+	rw := must[*ReducingState[string, string, int64]](t)(NewReducingWithTTL(tb.Table, "rw", String, String, Int64, func(a, b int64) int64 { return a + b }, ttl(100)))
 	noErr(t, rw.Add("k", "old", 100))
 	tb.now = 200
 	noErr(t, rw.Add("k", "s1", 1))
@@ -148,7 +148,7 @@ func TestTTL_ReducingAggregating(t *testing.T) {
 func TestTTL_ListPerElement(t *testing.T) {
 	for _, long := range []bool{false, true} {
 		tb := newTTLTable(t)
-		l := must[*ListState[string, VoidNamespace, int64]](t)(NewList(tb.Table, "l", String, Void, Int64, ttl(100)))
+		l := must[*ListState[string, VoidNamespace, int64]](t)(NewListWithTTL(tb.Table, "l", String, Void, Int64, ttl(100)))
 		early := 3
 		if long {
 			early = 12 // past the short form
@@ -183,8 +183,8 @@ func innerList[K, N, E any](s *ListState[K, N, E]) *ListState[K, N, stamped[E]] 
 
 func TestTTL_MapPerUserKey(t *testing.T) {
 	tb := newTTLTable(t)
-	m := must[*MapState[string, VoidNamespace, string, int64]](t)(NewMapState(tb.Table, "m", String, Void, String, Int64,
-		WithTTL(TTL{Duration: 100 * time.Millisecond, Visibility: ReturnExpiredIfNotCleanedUp})))
+	m := must[*MapState[string, VoidNamespace, string, int64]](t)(NewMapStateWithTTL(tb.Table, "m", String, Void, String, Int64,
+		TTL{Duration: 100 * time.Millisecond, Visibility: ReturnExpiredIfNotCleanedUp}))
 	noErr(t, m.Put("k", void, "a", 1))
 	tb.now = 50
 	noErr(t, m.PutAll("k", void, maps.All(map[string]int64{"b": 2, "c": 3})))
@@ -226,37 +226,63 @@ func TestTTL_BadConfig(t *testing.T) {
 		{TTL{Duration: time.Second, Visibility: 7}, "visibility"},
 		{TTL{Duration: time.Second, CleanupPerAccess: -1}, "cleanup"},
 	} {
-		_, err := NewValue(tb.Table, "bad", Int64, Void, Int64, 0, WithTTL(c.ttl))
+		_, err := NewValueWithTTL(tb.Table, "bad", Int64, Void, Int64, 0, c.ttl)
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `"bad"`) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("TTL %+v: %v, want ErrConfig naming the state and the %s", c.ttl, err, c.want)
 		}
-		_, err = NewMapState(tb.Table, "badmap", Int64, Void, Int64, Int64, WithTTL(c.ttl))
+		_, err = NewMapStateWithTTL(tb.Table, "badmap", Int64, Void, Int64, Int64, c.ttl)
 		if !errors.Is(err, ErrConfig) {
 			t.Errorf("map state, TTL %+v: %v, want ErrConfig", c.ttl, err)
 		}
 	}
-	if _, err := NewList(tb.Table, "zero", Int64, Void, Int64, Option{}); !errors.Is(err, ErrConfig) {
-		t.Errorf("zero Option: %v, want ErrConfig", err)
-	}
 	if _, err := tb.State("bad"); err == nil {
 		t.Error("a rejected registration left a state behind")
 	}
-	if _, err := NewValue(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)); err != nil {
+	if _, err := NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)); err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range [][]Option{nil, {ttl(200)}, {WithTTL(TTL{Duration: 100 * time.Millisecond, Update: UpdateOnReadAndWrite})}} {
-		if _, err := NewValue(tb.Table, "v", Int64, Void, Int64, 0, opts...); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), `"v"`) {
-			t.Errorf("re-registration with options %v: %v, want ErrStateMismatch naming the state", opts, err)
+	if _, err := NewValue(tb.Table, "v", Int64, Void, Int64, 0); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), `"v"`) {
+		t.Errorf("re-registration without the TTL: %v, want ErrStateMismatch naming the state", err)
+	}
+	for _, other := range []TTL{ttl(200), {Duration: 100 * time.Millisecond, Update: UpdateOnReadAndWrite}} {
+		if _, err := NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0, other); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), `"v"`) {
+			t.Errorf("re-registration with TTL %+v: %v, want ErrStateMismatch naming the state", other, err)
 		}
 	}
-	if _, err := NewValue(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)); err != nil {
+	if _, err := NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)); err != nil {
 		t.Errorf("re-registration with the same TTL: %v", err)
 	}
 	if _, err := NewList(tb.Table, "l", Int64, Void, Int64); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewList(tb.Table, "l", Int64, Void, Int64, ttl(100)); !errors.Is(err, ErrStateMismatch) {
+	if _, err := NewListWithTTL(tb.Table, "l", Int64, Void, Int64, ttl(100)); !errors.Is(err, ErrStateMismatch) {
 		t.Errorf("list re-registered with a TTL: %v, want ErrStateMismatch", err)
+	}
+	sum := func(a, b int64) int64 { return a + b }
+	agg := AggregateFunction[int64, [2]int64, string](sumAgg{})
+	for name, pair := range map[string][2]func() error{ // registered with a TTL, then without
+		"m": {func() error {
+			_, err := NewMapStateWithTTL(tb.Table, "m", Int64, Void, Int64, Int64, ttl(100))
+			return err
+		},
+			func() error { _, err := NewMapState(tb.Table, "m", Int64, Void, Int64, Int64); return err }},
+		"r": {func() error {
+			_, err := NewReducingWithTTL(tb.Table, "r", Int64, Void, Int64, sum, ttl(100))
+			return err
+		},
+			func() error { _, err := NewReducing(tb.Table, "r", Int64, Void, Int64, sum); return err }},
+		"a": {func() error {
+			_, err := NewAggregatingWithTTL(tb.Table, "a", Int64, Void, accCodec, agg, ttl(100))
+			return err
+		},
+			func() error { _, err := NewAggregating(tb.Table, "a", Int64, Void, accCodec, agg); return err }},
+	} {
+		if err := pair[0](); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := pair[1](); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), `"`+name+`"`) {
+			t.Errorf("%s re-registered without its TTL: %v, want ErrStateMismatch naming it", name, err)
+		}
 	}
 }
 
@@ -264,9 +290,9 @@ func TestTTL_BadConfig(t *testing.T) {
 // file's entries leave out what had expired, element by element.
 func TestTTL_Snapshot(t *testing.T) {
 	tb := newTTLTable(t)
-	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)))
-	l := must[*ListState[int64, VoidNamespace, int64]](t)(NewList(tb.Table, "l", Int64, Void, Int64, ttl(100)))
-	m := must[*MapState[int64, VoidNamespace, string, int64]](t)(NewMapState(tb.Table, "m", Int64, Void, String, Int64, ttl(100)))
+	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+	l := must[*ListState[int64, VoidNamespace, int64]](t)(NewListWithTTL(tb.Table, "l", Int64, Void, Int64, ttl(100)))
+	m := must[*MapState[int64, VoidNamespace, string, int64]](t)(NewMapStateWithTTL(tb.Table, "m", Int64, Void, String, Int64, ttl(100)))
 	for k := range int64(10) {
 		if k == 5 {
 			tb.now = 60
@@ -311,9 +337,9 @@ func TestTTL_Snapshot(t *testing.T) {
 		}
 		tb2 := newTTLTable(t)
 		tb2.now = 120
-		v2 := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb2.Table, "v", Int64, Void, Int64, 0, ttl(100)))
-		l2 := must[*ListState[int64, VoidNamespace, int64]](t)(NewList(tb2.Table, "l", Int64, Void, Int64, ttl(100)))
-		m2 := must[*MapState[int64, VoidNamespace, string, int64]](t)(NewMapState(tb2.Table, "m", Int64, Void, String, Int64, ttl(100)))
+		v2 := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb2.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+		l2 := must[*ListState[int64, VoidNamespace, int64]](t)(NewListWithTTL(tb2.Table, "l", Int64, Void, Int64, ttl(100)))
+		m2 := must[*MapState[int64, VoidNamespace, string, int64]](t)(NewMapStateWithTTL(tb2.Table, "m", Int64, Void, String, Int64, ttl(100)))
 		if _, err := tb2.RestoreRun(name, n, run); err != nil {
 			t.Fatal(err)
 		}
@@ -334,9 +360,9 @@ func TestTTL_Snapshot(t *testing.T) {
 		// Restored later, what expired meanwhile is dropped.
 		tb3 := newTTLTable(t)
 		tb3.now = 160
-		v3 := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb3.Table, "v", Int64, Void, Int64, 0, ttl(100)))
-		must[*ListState[int64, VoidNamespace, int64]](t)(NewList(tb3.Table, "l", Int64, Void, Int64, ttl(100)))
-		must[*MapState[int64, VoidNamespace, string, int64]](t)(NewMapState(tb3.Table, "m", Int64, Void, String, Int64, ttl(100)))
+		v3 := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb3.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+		must[*ListState[int64, VoidNamespace, int64]](t)(NewListWithTTL(tb3.Table, "l", Int64, Void, Int64, ttl(100)))
+		must[*MapState[int64, VoidNamespace, string, int64]](t)(NewMapStateWithTTL(tb3.Table, "m", Int64, Void, String, Int64, ttl(100)))
 		if _, err := tb3.RestoreRun(name, n, run); err != nil {
 			t.Fatal(err)
 		}
@@ -360,9 +386,9 @@ func TestTTL_RestoreWithoutTimestamps(t *testing.T) {
 	defer snap.Capture().Release()
 	dst := newTTLTable(t)
 	dst.now = 1000
-	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(dst.Table, "v", Int64, Void, Int64, 0, ttl(100)))
-	l := must[*ListState[int64, VoidNamespace, int64]](t)(NewList(dst.Table, "l", Int64, Void, Int64, ttl(100)))
-	m := must[*MapState[int64, VoidNamespace, string, int64]](t)(NewMapState(dst.Table, "m", Int64, Void, String, Int64, ttl(100)))
+	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(dst.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+	l := must[*ListState[int64, VoidNamespace, int64]](t)(NewListWithTTL(dst.Table, "l", Int64, Void, Int64, ttl(100)))
+	m := must[*MapState[int64, VoidNamespace, string, int64]](t)(NewMapStateWithTTL(dst.Table, "m", Int64, Void, String, Int64, ttl(100)))
 	for _, name := range []string{"v", "l", "m"} {
 		run, n := encodeRun(t, snap, name)
 		if _, err := dst.RestoreRunFrom(name, false, n, run); err != nil {
@@ -400,9 +426,9 @@ func TestTTL_RestoreWithoutTimestamps(t *testing.T) {
 // list).
 func TestTTL_Cleanup(t *testing.T) {
 	tb := newTTLTable(t)
-	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)))
-	w := must[*ValueState[string, string, int64]](t)(NewValue(tb.Table, "w", String, String, Int64, 0, ttl(100))) // 31-byte and long keys
-	l := must[*ListState[int64, VoidNamespace, int64]](t)(NewList(tb.Table, "l", Int64, Void, Int64, ttl(100)))
+	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+	w := must[*ValueState[string, string, int64]](t)(NewValueWithTTL(tb.Table, "w", String, String, Int64, 0, ttl(100))) // 31-byte and long keys
+	l := must[*ListState[int64, VoidNamespace, int64]](t)(NewListWithTTL(tb.Table, "l", Int64, Void, Int64, ttl(100)))
 	plain := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb.Table, "plain", Int64, Void, Int64, 0))
 	const n = 1000
 	expired := map[int64]bool{}
@@ -475,8 +501,8 @@ func TestTTL_Cleanup(t *testing.T) {
 // CleanupPerAccess clean up expired entries elsewhere in the state.
 func TestTTL_CleanupPerAccess(t *testing.T) {
 	tb := newTTLTable(t)
-	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb.Table, "v", Int64, Void, Int64, 0,
-		WithTTL(TTL{Duration: 100 * time.Millisecond, CleanupPerAccess: 5})))
+	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0,
+		TTL{Duration: 100 * time.Millisecond, CleanupPerAccess: 5}))
 	for k := range int64(100) {
 		noErr(t, v.Put(k, void, k))
 	}
@@ -498,7 +524,7 @@ func TestTTL_CleanupPerAccess(t *testing.T) {
 // makes the next steps look again.
 func TestTTL_CleanupFloor(t *testing.T) {
 	tb := newTTLTable(t)
-	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)))
 	for k := range int64(500) {
 		noErr(t, v.Put(k, void, k))
 	}
@@ -527,7 +553,7 @@ func TestTTL_CleanupFloor(t *testing.T) {
 
 	// A restore brings timestamps older than the floor.
 	src := newTTLTable(t)
-	sv := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValue(src.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+	sv := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(src.Table, "v", Int64, Void, Int64, 0, ttl(100)))
 	noErr(t, sv.Put(7, void, 7)) // expires at 100
 	snap := src.View(src.Owner().Capture())
 	run, n := encodeRun(t, snap, "v")
@@ -544,7 +570,7 @@ func TestTTL_CleanupFloor(t *testing.T) {
 	// A merge of lists moves elements with their timestamps, maybe from
 	// an entry the round has not visited yet into one it has.
 	tm := newTTLTable(t)
-	l := must[*ListState[int64, string, int64]](t)(NewList(tm.Table, "l", Int64, String, Int64, ttl(100)))
+	l := must[*ListState[int64, string, int64]](t)(NewListWithTTL(tm.Table, "l", Int64, String, Int64, ttl(100)))
 	ha, _, _ := innerList(l).locate(1, "a")
 	hb, _, _ := innerList(l).locate(1, "b")
 	first, second := "a", "b" // in hash order: the round visits first first

@@ -9,36 +9,50 @@ import (
 type ValueState[K, N, V any] struct {
 	*cells[K, N, V] // nil for a state with a TTL
 	keyed[K, N]
-	ttl    *ttlCells[K, N, V] // nil for a state without a TTL
+	ttl    valueTTL[K, N, V] // nil for a state without a TTL
 	def    V
 	defEnc []byte // def in the value codec's encoding
 }
 
 // NewValue registers a value state (or returns the one registered under the
-// name, if its kind, codecs, default and TTL match). def is what Get
-// returns for a key without a value. Registering the name again with
-// another default (compared in the value codec's encoding) is an error
-// matching ErrStateMismatch that names the state and both defaults; a bad
-// option is an error matching ErrConfig. With WithTTL, each value expires
-// on its own (see TTL). Cost: one encoding of def. Writer goroutine only.
-func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V, opts ...Option) (*ValueState[K, N, V], error) {
-	o, err := stateOptions(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	info := StateInfo{Name: name, Kind: KindValue, Codec: []string{kc.ID(), nc.ID(), vc.ID()}, TTL: o.ttl != nil}
-	defEnc := vc.Append(nil, def)
-	s, err := registerAs[*ValueState[K, N, V]](t, info, o.ttl, func() registered {
-		s := &ValueState[K, N, V]{def: def, defEnc: defEnc}
-		if o.ttl != nil {
-			s.ttl = newTTLCells(t, info, kc, nc, vc, *o.ttl)
-			s.keyed = keyed[K, N]{s.ttl.cells}
-			return ttlReg[K, N, stamped[V]]{s.ttl.cells, s}
-		}
+// name, if its kind, codecs and default match and it has no TTL). def is
+// what Get returns for a key without a value. Registering the name again
+// with another default (compared in the value codec's encoding) is an
+// error matching ErrStateMismatch that names the state and both defaults.
+// Cost: one encoding of def. Writer goroutine only.
+func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V) (*ValueState[K, N, V], error) {
+	return registerValue(t, name, kc, nc, vc, def, nil, func(s *ValueState[K, N, V], info StateInfo) registered {
 		s.cells = newCells[K, N, V](t, info, kc, nc, equalityFor[V]())
 		s.cell = valueCell(vc)
 		s.keyed = keyed[K, N]{s.cells}
 		return s
+	})
+}
+
+// NewValueWithTTL is NewValue for a state whose values expire on their
+// own (see TTL); an invalid ttl is an error matching ErrConfig, and a name
+// registered without this TTL an error matching ErrStateMismatch. A
+// program that registers no TTL state does not compile the TTL code
+// (docs/design.md, "What a user's build pays"). Writer goroutine only.
+func NewValueWithTTL[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V, ttl TTL) (*ValueState[K, N, V], error) {
+	if err := ttl.check(name); err != nil {
+		return nil, err
+	}
+	return registerValue(t, name, kc, nc, vc, def, &ttl, func(s *ValueState[K, N, V], info StateInfo) registered {
+		c := newTTLCells(t, info, kc, nc, vc, ttl)
+		s.ttl = c
+		s.keyed = keyed[K, N]{c.cells}
+		return ttlReg[K, N, stamped[V]]{c.cells, s}
+	})
+}
+
+// registerValue registers a value state built by fill (with or without a
+// TTL) and checks a state already registered under the name.
+func registerValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V, ttl *TTL, fill func(*ValueState[K, N, V], StateInfo) registered) (*ValueState[K, N, V], error) {
+	info := StateInfo{Name: name, Kind: KindValue, Codec: []string{kc.ID(), nc.ID(), vc.ID()}, TTL: ttl != nil}
+	defEnc := vc.Append(nil, def)
+	s, err := registerAs[*ValueState[K, N, V]](t, info, ttl, func() registered {
+		return fill(&ValueState[K, N, V]{def: def, defEnc: defEnc}, info)
 	})
 	if err != nil {
 		return nil, err
@@ -52,7 +66,7 @@ func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc C
 func (s *ValueState[K, N, V]) info() StateInfo { return s.cells.info }
 func (s *ValueState[K, N, V]) handle() any     { return s }
 
-func (s *ValueState[K, N, V]) ttlRuntime() *ttlRuntime { return s.ttl.runtime() }
+func (s *ValueState[K, N, V]) ttlRuntime() *ttlRuntime { return runtimeOf(s.ttl) }
 
 // Get returns the value of (key, ns), or the default. O(log n). With a
 // TTL, an expired value is removed and reads as the default unless the
@@ -71,7 +85,7 @@ func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
 // equalityFor) changes nothing. Writer goroutine only.
 func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
 	if s.ttl != nil {
-		return s.ttl.putLive(key, ns, v, s.ttl.t.now())
+		return s.ttl.putLive(key, ns, v, s.ttl.now())
 	}
 	return s.put(key, ns, v)
 }

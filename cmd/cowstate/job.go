@@ -88,15 +88,20 @@ type sessionJob struct {
 func newSessionJob(b *cowstate.Backend, gap int64, ttl time.Duration, emit func(SessionResult)) (*sessionJob, error) {
 	j := &sessionJob{b: b, gap: gap, emit: emit}
 	var err error
-	var opts []statetable.Option
-	if ttl > 0 {
-		opts = append(opts, cowstate.WithTTL(cowstate.TTL{Duration: ttl}))
-	}
 	add := func(a, b int64) int64 { return a + b }
-	if j.count, err = cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0, opts...); err != nil {
-		return nil, err
+	if ttl > 0 {
+		cfg := cowstate.TTL{Duration: ttl}
+		j.count, err = cowstate.ValueWithTTL(b, "count", statetable.String, statetable.Void, statetable.Int64, 0, cfg)
+		if err == nil {
+			j.late, err = cowstate.ReducingWithTTL(b, "late", statetable.String, statetable.Void, statetable.Int64, add, cfg)
+		}
+	} else {
+		j.count, err = cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+		if err == nil {
+			j.late, err = cowstate.Reducing(b, "late", statetable.String, statetable.Void, statetable.Int64, add)
+		}
 	}
-	if j.late, err = cowstate.Reducing(b, "late", statetable.String, statetable.Void, statetable.Int64, add, opts...); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if j.session, err = cowstate.Aggregating(b, "session", statetable.String, window.Codec, sessionAccCodec, sessionAgg{}); err != nil {
