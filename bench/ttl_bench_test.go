@@ -171,6 +171,9 @@ func BenchmarkTTLCleanup(b *testing.B) {
 			b.ReportMetric(float64(visited)/float64(rounds), "visited/op")
 		})
 	}
+	for _, size := range []int{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("size=%d/expired=1000", size), func(b *testing.B) { ttlCleanupSteady(b, size, 1000) })
+	}
 	b.Run("size=1000000/expired=none", func(b *testing.B) {
 		// A step of a processing-time advance when nothing has expired:
 		// after one round, the state's floor (its least expiration) lets
@@ -188,4 +191,59 @@ func BenchmarkTTLCleanup(b *testing.B) {
 		}
 		b.ReportMetric(float64(visited)/float64(b.N), "visited/op")
 	})
+}
+
+// ttlCleanupSteady is BenchmarkTTLCleanup's steady state: a value state of
+// size entries written in batches of batch entries, a millisecond apart,
+// with a TTL of as many milliseconds as there are batches, so that each
+// millisecond the oldest batch expires (at random hash positions). One op
+// advances the clock a millisecond and runs CleanupExpired steps of 1000
+// until the batch that expired is removed; then (untimed) the batch is
+// written again, to expire a TTL later. The cleanup's cursor goes on from
+// op to op as it would on a job's processing-time advances. The cost
+// should follow the batch, not the state: the sizes side by side.
+func ttlCleanupSteady(b *testing.B, size, batch int) {
+	batches := size / batch
+	var now int64
+	be, err := cowstate.New(cowstate.Config{Clock: func() int64 { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ttl := time.Duration(batches) * time.Millisecond
+	v, err := cowstate.ValueWithTTL(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, cowstate.TTL{Duration: ttl})
+	if err != nil {
+		b.Fatal(err)
+	}
+	put := func(i int) {
+		for k := int64(i * batch); k < int64((i+1)*batch); k++ {
+			if err := v.Put(k, void, k); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for i := range batches {
+		now = int64(i)
+		put(i)
+	}
+	if _, r := be.CleanupExpired(1 << 30); r != 0 { // a round with nothing expired sets the cleanup's floors
+		b.Fatalf("removed %d before anything expired", r)
+	}
+	visited, ops := 0, 0
+	for b.Loop() {
+		now = int64(batches + ops) // batch ops%batches expires now
+		removed := 0
+		for steps := 0; removed < batch && steps <= 2*size/cowstate.DefaultTTLCleanupPerAdvance+2; steps++ { // two rounds at most
+			vi, r := be.CleanupExpired(cowstate.DefaultTTLCleanupPerAdvance)
+			visited += vi
+			removed += r
+		}
+		b.StopTimer()
+		if removed != batch || v.Count() != size-batch {
+			b.Fatalf("op %d: removed %d, %d entries left; want %d, %d", ops, removed, v.Count(), batch, size-batch)
+		}
+		put(ops % batches)
+		ops++
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(visited)/float64(ops), "visited/op")
 }

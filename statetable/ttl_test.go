@@ -3,6 +3,8 @@ package statetable
 import (
 	"errors"
 	"maps"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -606,4 +608,117 @@ func innerListValues(l *ListState[int64, string, int64], ns string) (func(func(i
 			}
 		}
 	}, err
+}
+
+// TestTTL_CleanupBuckets: once a round has run, a cleanup visits only the
+// buckets of hashes where something may have expired, and still removes
+// all of it, also after writes with a clock that went back.
+func TestTTL_CleanupBuckets(t *testing.T) {
+	tb := newTTLTable(t)
+	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+	const n, early = 20_000, 10
+	for k := range int64(early) { // expire at 100
+		noErr(t, v.Put(k, void, k))
+	}
+	tb.now = 50
+	for k := int64(early); k < n+early; k++ { // expire at 150
+		noErr(t, v.Put(k, void, k))
+	}
+	tb.now = 60
+	if vi, re := tb.CleanupExpired(1 << 30); vi != n+early || re != 0 {
+		t.Fatalf("first round: visited %d, removed %d; want %d, 0", vi, re, n+early)
+	}
+	tb.now = 100
+	vi, re := tb.CleanupExpired(1 << 30)
+	if re != early || v.Count() != n {
+		t.Fatalf("at 100: removed %d, %d left; want %d, %d", re, v.Count(), early, n)
+	}
+	if vi > early*4*bucketEntries {
+		t.Fatalf("at 100: visited %d entries to remove %d; want at most %d (the buckets they are in)", vi, early, early*4*bucketEntries)
+	}
+
+	tb.now = 20 // back in time: these expire at 120, before the floors of 150
+	for k := range int64(early) {
+		noErr(t, v.Put(k, void, k))
+	}
+	tb.now = 120
+	if _, re := tb.CleanupExpired(1 << 30); re != early || v.Count() != n {
+		t.Fatalf("at 120, after writes with the clock back: removed %d, %d left; want %d, %d", re, v.Count(), early, n)
+	}
+	tb.now = 150
+	if _, re := tb.CleanupExpired(1 << 30); re != n || v.Count() != 0 {
+		t.Fatalf("at 150: removed %d, %d left; want all %d", re, v.Count(), n)
+	}
+	for k := range int64(n / 2) { // into buckets a round found empty (as many: the same buckets)
+		noErr(t, v.Put(k, void, k)) // expire at 250
+	}
+	tb.now = 250
+	if _, re := tb.CleanupExpired(1 << 30); re != n/2 || v.Count() != 0 {
+		t.Fatalf("at 250: removed %d, %d left; want all %d written into emptied buckets", re, v.Count(), n/2)
+	}
+}
+
+// TestTTL_CleanupBucketsRandom writes and cleans a TTL state at random
+// with small budgets (the cursor stopping inside buckets), the clock
+// mostly going forward but sometimes back: after every whole round
+// nothing expired is left, and nothing live was removed.
+func TestTTL_CleanupBucketsRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tb := newTTLTable(t)
+	v := must[*ValueState[int64, VoidNamespace, int64]](t)(NewValueWithTTL(tb.Table, "v", Int64, Void, Int64, 0, ttl(100)))
+	// The model: each key's expiration, and the latest time a cleanup ran
+	// since it was written (a cleanup then may have removed it if it had
+	// expired by that time, though the clock went back since).
+	type entry struct{ exp, cleaned int64 }
+	model := map[int64]*entry{}
+	has := func(k int64) bool {
+		_, ok, err := v.Lookup(k, void)
+		noErr(t, err)
+		return ok
+	}
+	for step := range 5000 {
+		switch r := rng.IntN(100); {
+		case r < 60:
+			k := rng.Int64N(5000)
+			noErr(t, v.Put(k, void, k))
+			model[k] = &entry{exp: tb.now + 100, cleaned: math.MinInt64}
+		case r < 62:
+			tb.now -= rng.Int64N(30)
+		case r < 80:
+			tb.now += rng.Int64N(5)
+		default:
+			tb.CleanupExpired(1 + rng.IntN(300))
+			for _, e := range model {
+				e.cleaned = max(e.cleaned, tb.now)
+			}
+		}
+		if step%500 == 499 { // two whole rounds: nothing expired may remain
+			tb.CleanupExpired(1 << 30)
+			tb.CleanupExpired(1 << 30)
+			live, maybe := 0, 0
+			for k, e := range model {
+				switch {
+				case e.exp <= tb.now:
+					delete(model, k)
+				case e.exp <= e.cleaned:
+					maybe++
+				default:
+					live++
+					if !has(k) {
+						t.Fatalf("step %d: live key %d (expires at %d, now %d) was removed", step, k, e.exp, tb.now)
+					}
+				}
+			}
+			if n := v.Count(); n < live || n > live+maybe {
+				t.Fatalf("step %d: %d entries after whole rounds; the model has %d live and %d that a cleanup may have removed", step, n, live, maybe)
+			}
+			for k, e := range model { // settle: what may have gone, went or stays
+				if e.exp <= e.cleaned {
+					if !has(k) {
+						delete(model, k)
+					}
+				}
+			}
+		}
+	}
 }
