@@ -105,6 +105,20 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 		dec = c.ttlDecoder(stamped)
 		c.ttl.taint() // restored timestamps may be older than the cleanup's floor
 	}
+	// A key is in an owned key group exactly when its hash is in
+	// [lo, hi) (hi 0: up to 2^64), two compares instead of KeyGroupOf's
+	// multiply.
+	lo, _ := KeyGroupStart(owned.First, maxPar)
+	hi, hiOK := KeyGroupStart(owned.Last+1, maxPar)
+	if owned.Empty() {
+		lo, hi, hiOK = 1, 0, true // no hash is in range
+	}
+	// A fixed-width cell is decoded inline (fixedCell.decode); one of
+	// another length goes to dec, which reports the error.
+	fixed := c.cell.fixed
+	if c.ttl != nil {
+		fixed = fixedInt{}
+	}
 	off := 0
 	for i := range n {
 		// Blobs of lengths below 128 (one length byte) read inline: a call
@@ -141,21 +155,32 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 		if kn <= 0 || kl > uint64(len(ck)-kn) {
 			return 0, c.runError(i, n, off, "bad key length prefix in the composite key")
 		}
-		keyHash := HashKey(b[ks+kn : ks+kn+int(kl)])
-		if g := KeyGroupOf(keyHash, maxPar); !owned.Contains(g) {
+		var keyHash uint64
+		if kb := b[ks+kn : ks+kn+int(kl)]; len(kb) == 8 {
+			keyHash = hash8(binary.LittleEndian.Uint64(kb)) // HashKey's, inline
+		} else {
+			keyHash = HashKey(kb)
+		}
+		if keyHash < lo || hiOK && keyHash >= hi {
+			g := KeyGroupOf(keyHash, maxPar)
 			return 0, fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, owned)
 		}
 		h := keyHash&^(1<<(64-keyHashBits)-1) | emptyNamespaceHash
 		if nsStart := ks + kn + int(kl); nsStart < ke {
 			h = EntryHash(keyHash, b[nsStart:ke])
 		}
-		cell, err := dec(b[cs:ce])
-		if err != nil {
-			if err == errExpired {
-				off = ce
-				continue
+		var cell C
+		if fixed.w != 0 && ce-cs == fixed.w {
+			fixed.decode(b[cs:ce], unsafe.Pointer(&cell))
+		} else {
+			var err error
+			if cell, err = dec(b[cs:ce]); err != nil {
+				if err == errExpired {
+					off = ce
+					continue
+				}
+				return 0, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, ce-cs, err)
 			}
-			return 0, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, ce-cs, err)
 		}
 		start := off
 		off = ce
