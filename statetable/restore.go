@@ -119,38 +119,64 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 	if c.ttl != nil {
 		fixed = fixedInt{}
 	}
+	// pk and pc are the key and cell blob lengths of the entry before when
+	// both took one length byte, pkl its composite key's key length when
+	// that took one (else -1). An entry laid out as the one before (with
+	// fixed-width codecs, every one is) has its bounds computed from off
+	// and these, not from the length bytes it loads, which are only
+	// compared: the next entry's loads then need not wait for this one's,
+	// and the CPU runs ahead over many entries (BenchmarkRestoreRun).
+	pk, pc, pkl := -1, -1, -1
 	off := 0
 	for i := range n {
-		// Blobs of lengths below 128 (one length byte) read inline: a call
-		// of blobAt does not inline.
-		ks, ke, ok := off+1, 0, off < len(b) && b[off] < 0x80
-		if ok {
-			ke = ks + int(b[off])
-			ok = ke <= len(b)
+		var ks, ke, cs, ce int
+		if off+pk+pc+2 <= len(b) && int(b[off]) == pk && int(b[off+1+pk]) == pc {
+			ks = off + 1
+			ke = ks + pk
+			cs = ke + 1
+			ce = cs + pc
 		} else {
-			ks, ke, ok = blobAt(b, off)
-		}
-		if !ok {
-			return 0, c.runError(i, n, off, "key blob runs past the end of the section")
-		}
-		cs, ce := ke+1, 0
-		if ok = ke < len(b) && b[ke] < 0x80; ok {
-			ce = cs + int(b[ke])
-			ok = ce <= len(b)
-		} else {
-			cs, ce, ok = blobAt(b, ke)
-		}
-		if !ok {
-			return 0, c.runError(i, n, ke, "cell blob runs past the end of the section")
+			// Blobs of lengths below 128 (one length byte) read inline: a
+			// call of blobAt does not inline.
+			ok := off < len(b) && b[off] < 0x80
+			if ks = off + 1; ok {
+				ke = ks + int(b[off])
+				ok = ke <= len(b)
+			} else {
+				ks, ke, ok = blobAt(b, off)
+			}
+			if !ok {
+				return 0, c.runError(i, n, off, "key blob runs past the end of the section")
+			}
+			cs = ke + 1
+			if ok = ke < len(b) && b[ke] < 0x80; ok {
+				ce = cs + int(b[ke])
+				ok = ce <= len(b)
+			} else {
+				cs, ce, ok = blobAt(b, ke)
+			}
+			if !ok {
+				return 0, c.runError(i, n, ke, "cell blob runs past the end of the section")
+			}
+			pk, pc = -1, -1
+			if ks == off+1 && cs == ke+1 {
+				pk, pc = ke-ks, ce-cs
+			}
 		}
 		if ke == ks { // a composite key holds at least its key length
 			return 0, c.runError(i, n, off, "empty composite key")
 		}
 		ck := unsafe.String(&b[ks], ke-ks)
 		// The composite key: uvarint key length, key bytes, namespace bytes.
-		kl, kn := uint64(ck[0]), 1
-		if kl >= 0x80 {
-			kl, kn = binary.Uvarint(readOnlyBytes(ck))
+		kl, kn := uint64(pkl), 1
+		if int(ck[0]) != pkl {
+			if kl = uint64(ck[0]); kl >= 0x80 {
+				kl, kn = binary.Uvarint(readOnlyBytes(ck))
+			}
+			pkl = -1
+			if kn == 1 {
+				pkl = int(kl)
+			}
 		}
 		if kn <= 0 || kl > uint64(len(ck)-kn) {
 			return 0, c.runError(i, n, off, "bad key length prefix in the composite key")
