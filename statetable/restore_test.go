@@ -328,3 +328,30 @@ func TestRestoreRun_BadMidRun(t *testing.T) {
 		t.Fatalf("whole run: used %d of %d, %d entries, %v", used, len(run), dv.Count(), err)
 	}
 }
+
+// TestRestoreRun_NotOwnedMidRun: a run of keys laid out alike in which
+// one key, after many, is of a key group the table does not own: an error
+// matching ErrKeyGroupNotOwned, and nothing stored.
+func TestRestoreRun_NotOwnedMidRun(t *testing.T) {
+	src := newTestTable(t)
+	v, _ := NewValue(src, "v", Int64, Void, Int64, 0)
+	for i := range 500 {
+		v.Put(int64(i), VoidNamespace{}, int64(i))
+	}
+	snap := src.View(src.owner.Capture())
+	defer snap.Capture().Release()
+	run, n := encodeRun(t, snap, "v") // key groups ascending: 0 to 15
+	for _, owned := range []KeyGroupRange{{0, 14}, {1, 15}, {3, 9}, {5, 4}} {
+		dst, err := NewTable(cow.NewOwner(), Config{MaxParallelism: 16, KeyGroups: &owned})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dv, _ := NewValue(dst, "v", Int64, Void, Int64, 0)
+		if _, err := dst.RestoreRun("v", n, run); !errors.Is(err, ErrKeyGroupNotOwned) {
+			t.Fatalf("owning %v: %v, want ErrKeyGroupNotOwned", owned, err)
+		}
+		if dv.Count() != 0 {
+			t.Fatalf("owning %v: %d entries stored", owned, dv.Count())
+		}
+	}
+}
