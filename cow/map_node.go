@@ -348,6 +348,30 @@ func (s *mapSlot[K, V]) all(yield func(K, V) bool, check func()) bool {
 	return true
 }
 
+// slotEnd returns the end of the run of entries from i on that fall into
+// slot s at depth, for entries sorted by hash that share their prefix above
+// depth, with slotAt(ents[i].hash, depth) == s. The end is guessed from the
+// slots the rest of the entries span, as if they were spread evenly (hashes
+// are uniform), and corrected by a scan: a few entries are read per kid
+// where a scan from i reads them all, on each level a restore builds
+// (BenchmarkRestore). Any distribution gives the right end, a skewed one
+// only more slowly.
+func slotEnd[K comparable, V any](ents []mapEntry[K, V], i, s, depth int) int {
+	n := len(ents)
+	span := slotAt(ents[n-1].hash, depth) - s + 1
+	j := min(n, i+max(1, (n-i)/span))
+	if slotAt(ents[j-1].hash, depth) == s {
+		for j < n && slotAt(ents[j].hash, depth) == s {
+			j++
+		}
+		return j
+	}
+	for slotAt(ents[j-1].hash, depth) != s { // ents[i] is in s: stops at i+1
+		j--
+	}
+	return j
+}
+
 // buildSlot returns the canonical subtree at depth for entries sorted by
 // hash, with branches stamped with epoch and every leaf freshly allocated
 // (owned by its new parent).
@@ -373,10 +397,7 @@ func build[K comparable, V any](ents []mapEntry[K, V], depth int, epoch uint64, 
 	// Entries sorted by hash are grouped by slot: each kid is one run.
 	for i := 0; i < len(ents); {
 		s := slotAt(ents[i].hash, depth)
-		j := i + 1
-		for j < len(ents) && slotAt(ents[j].hash, depth) == s {
-			j++
-		}
+		j := slotEnd(ents, i, s, depth)
 		b.kids[s] = build(ents[i:j], depth+1, epoch, clone)
 		if b.kids[s].isLeaf() {
 			b.owned |= 1 << s

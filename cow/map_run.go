@@ -52,10 +52,7 @@ func (m *Map[K, V]) setRun(s *mapSlot[K, V], writable bool, depth int, run []map
 		b = m.ownBranch(b)
 		for i := 0; i < len(run); {
 			k := slotAt(run[i].hash, depth)
-			j := i + 1
-			for j < len(run) && slotAt(run[j].hash, depth) == k {
-				j++
-			}
+			j := slotEnd(run, i, k, depth)
 			kidWritable := b.owned&(1<<k) != 0 && m.owner.writable(b.epoch)
 			kid, n, kidFresh := m.setRun(&b.kids[k], kidWritable, depth+1, run[i:j])
 			b.setKid(k, kid, kidFresh, rebuilt)

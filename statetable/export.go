@@ -15,6 +15,9 @@ import (
 type cellCodec[C any] struct {
 	enc func(dst []byte, c C) []byte
 	dec func(src []byte) (C, error)
+	// fixed, when its width is not 0, is dec as a fixed-width big-endian
+	// integer that a restore decodes inline (see fixedCell).
+	fixed fixedInt
 }
 
 // KeyGroupEntries calls yield for every entry of the named state in key
@@ -164,7 +167,7 @@ func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte, dec func([]byt
 // valueCell is the cell codec of value, reducing and aggregating state: the
 // value's own codec.
 func valueCell[V any](vc Codec[V]) cellCodec[V] {
-	return cellCodec[V]{enc: vc.Append, dec: vc.Decode}
+	return cellCodec[V]{enc: vc.Append, dec: vc.Decode, fixed: fixedOf(vc)}
 }
 
 // appendBlob appends uvarint(len(b)) and b.

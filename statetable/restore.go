@@ -105,57 +105,108 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 		dec = c.ttlDecoder(stamped)
 		c.ttl.taint() // restored timestamps may be older than the cleanup's floor
 	}
+	// A key is in an owned key group exactly when its hash is in
+	// [lo, hi) (hi 0: up to 2^64), two compares instead of KeyGroupOf's
+	// multiply.
+	lo, _ := KeyGroupStart(owned.First, maxPar)
+	hi, hiOK := KeyGroupStart(owned.Last+1, maxPar)
+	if owned.Empty() {
+		lo, hi, hiOK = 1, 0, true // no hash is in range
+	}
+	// A fixed-width cell is decoded inline (fixedCell.decode); one of
+	// another length goes to dec, which reports the error.
+	fixed := c.cell.fixed
+	if c.ttl != nil {
+		fixed = fixedInt{}
+	}
+	// pk and pc are the key and cell blob lengths of the entry before when
+	// both took one length byte, pkl its composite key's key length when
+	// that took one (else -1). An entry laid out as the one before (with
+	// fixed-width codecs, every one is) has its bounds computed from off
+	// and these, not from the length bytes it loads, which are only
+	// compared: the next entry's loads then need not wait for this one's,
+	// and the CPU runs ahead over many entries (BenchmarkRestoreRun).
+	pk, pc, pkl := -1, -1, -1
 	off := 0
-	for i := range n {
-		// Blobs of lengths below 128 (one length byte) read inline: a call
-		// of blobAt does not inline.
-		ks, ke, ok := off+1, 0, off < len(b) && b[off] < 0x80
-		if ok {
-			ke = ks + int(b[off])
-			ok = ke <= len(b)
+	for i := 0; i < n; i++ {
+		var ks, ke, cs, ce int
+		if off+pk+pc+2 <= len(b) && int(b[off]) == pk && int(b[off+1+pk]) == pc {
+			ks = off + 1
+			ke = ks + pk
+			cs = ke + 1
+			ce = cs + pc
 		} else {
-			ks, ke, ok = blobAt(b, off)
-		}
-		if !ok {
-			return 0, c.runError(i, n, off, "key blob runs past the end of the section")
-		}
-		cs, ce := ke+1, 0
-		if ok = ke < len(b) && b[ke] < 0x80; ok {
-			ce = cs + int(b[ke])
-			ok = ce <= len(b)
-		} else {
-			cs, ce, ok = blobAt(b, ke)
-		}
-		if !ok {
-			return 0, c.runError(i, n, ke, "cell blob runs past the end of the section")
+			// Blobs of lengths below 128 (one length byte) read inline: a
+			// call of blobAt does not inline.
+			ok := off < len(b) && b[off] < 0x80
+			if ks = off + 1; ok {
+				ke = ks + int(b[off])
+				ok = ke <= len(b)
+			} else {
+				ks, ke, ok = blobAt(b, off)
+			}
+			if !ok {
+				return 0, c.runError(i, n, off, "key blob runs past the end of the section")
+			}
+			cs = ke + 1
+			if ok = ke < len(b) && b[ke] < 0x80; ok {
+				ce = cs + int(b[ke])
+				ok = ce <= len(b)
+			} else {
+				cs, ce, ok = blobAt(b, ke)
+			}
+			if !ok {
+				return 0, c.runError(i, n, ke, "cell blob runs past the end of the section")
+			}
+			pk, pc = -1, -1
+			if ks == off+1 && cs == ke+1 {
+				pk, pc = ke-ks, ce-cs
+			}
 		}
 		if ke == ks { // a composite key holds at least its key length
 			return 0, c.runError(i, n, off, "empty composite key")
 		}
 		ck := unsafe.String(&b[ks], ke-ks)
 		// The composite key: uvarint key length, key bytes, namespace bytes.
-		kl, kn := uint64(ck[0]), 1
-		if kl >= 0x80 {
-			kl, kn = binary.Uvarint(readOnlyBytes(ck))
+		kl, kn := uint64(pkl), 1
+		if int(ck[0]) != pkl {
+			if kl = uint64(ck[0]); kl >= 0x80 {
+				kl, kn = binary.Uvarint(readOnlyBytes(ck))
+			}
+			pkl = -1
+			if kn == 1 {
+				pkl = int(kl)
+			}
 		}
 		if kn <= 0 || kl > uint64(len(ck)-kn) {
 			return 0, c.runError(i, n, off, "bad key length prefix in the composite key")
 		}
-		keyHash := HashKey(b[ks+kn : ks+kn+int(kl)])
-		if g := KeyGroupOf(keyHash, maxPar); !owned.Contains(g) {
+		var keyHash uint64
+		if kb := b[ks+kn : ks+kn+int(kl)]; len(kb) == 8 {
+			keyHash = hash8(binary.LittleEndian.Uint64(kb)) // HashKey's, inline
+		} else {
+			keyHash = HashKey(kb)
+		}
+		if keyHash < lo || hiOK && keyHash >= hi {
+			g := KeyGroupOf(keyHash, maxPar)
 			return 0, fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, owned)
 		}
 		h := keyHash&^(1<<(64-keyHashBits)-1) | emptyNamespaceHash
 		if nsStart := ks + kn + int(kl); nsStart < ke {
 			h = EntryHash(keyHash, b[nsStart:ke])
 		}
-		cell, err := dec(b[cs:ce])
-		if err != nil {
-			if err == errExpired {
-				off = ce
-				continue
+		var cell C
+		if fixed.w != 0 && ce-cs == fixed.w {
+			fixed.decode(b[cs:ce], unsafe.Pointer(&cell))
+		} else {
+			var err error
+			if cell, err = dec(b[cs:ce]); err != nil {
+				if err == errExpired {
+					off = ce
+					continue
+				}
+				return 0, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, ce-cs, err)
 			}
-			return 0, fmt.Errorf("state %q: cell of %d bytes: %w", c.info.Name, ce-cs, err)
 		}
 		start := off
 		off = ce
@@ -185,12 +236,57 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 				e.Key = makeKey[key15](ck)
 			}
 			e.Val = cell
+			if fixed.w != 0 && pc == fixed.w && pk <= key15Max && pkl == pk-1 {
+				i, off = c.restoreAlike(&run, i, n, off, b, pk, pc, lo, hi, hiOK, fixed)
+			}
 		default:
 			run.add(h, ck, cell)
 		}
 	}
 	c.m.storeRun(&run)
 	return off, nil
+}
+
+// restoreAlike stores, after entry i of a run of n, those of the entries
+// at b[off:] that are laid out as entry i was (the common case: a key
+// blob of pk bytes holding a key of pk-1 bytes and no namespace, a cell
+// blob of pc bytes of a fixed-width cell, in ascending hash order), and
+// returns the last one stored and the offset after it. It stops, having
+// stored nothing of it, at the first entry that differs in any way or
+// whose key is not in [lo, hi): restoreRun's general path takes that one
+// and reports what is wrong with it. One call per run, not per entry: the
+// loop checks only what may differ, with the entry's bounds fixed, which
+// is a third fewer instructions an entry than the general path
+// (BenchmarkRestore).
+func (c *cells[K, N, C]) restoreAlike(run *cellRun[C], i, n, off int, b []byte, pk, pc int, lo, hi uint64, hiOK bool, fixed fixedInt) (int, int) {
+	r15 := &run.r15
+	kl := pk - 1
+	stride := 2 + pk + pc
+	last := r15.run[len(r15.run)-1].Hash
+	for i+1 < n && off+max(stride, 1+key15Max) <= len(b) && int(b[off]) == pk && int(b[off+1]) == kl && int(b[off+1+pk]) == pc {
+		kb := b[off+2 : off+1+pk]
+		var keyHash uint64
+		if kl == 8 {
+			keyHash = hash8(binary.LittleEndian.Uint64(kb))
+		} else {
+			keyHash = HashKey(kb)
+		}
+		h := keyHash&^(1<<(64-keyHashBits)-1) | emptyNamespaceHash
+		l := len(r15.run)
+		if keyHash < lo || hiOK && keyHash >= hi || h <= last || l == cap(r15.run) {
+			break
+		}
+		r15.run = r15.run[:l+1]
+		e := &r15.run[l]
+		e.Hash = h
+		loadKey15(&e.Key, b[off:off+1+key15Max])
+		fixed.decode(b[off+2+pk:off+stride], unsafe.Pointer(&e.Val))
+		last = h
+		run.added++
+		i++
+		off += stride
+	}
+	return i, off
 }
 
 // runError is the error of entry i of a run of n whose bytes are bad at
