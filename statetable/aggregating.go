@@ -24,9 +24,7 @@ type AggregatingState[K, N, IN, ACC, OUT any] struct {
 // OUT from fn's methods): a call names none. Writer goroutine only.
 func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT]) (*AggregatingState[K, N, IN, ACC, OUT], error) {
 	return registerAggregating(t, name, kc, nc, ac, fn, nil, func(s *AggregatingState[K, N, IN, ACC, OUT], info StateInfo) registered {
-		s.cells = newCells[K, N, ACC](t, info, kc, nc, equalityFor[ACC]())
-		s.cell = valueCell(ac)
-		s.keyed = keyed[K, N]{s.cells}
+		s.cells, s.keyed = newValueCells(t, info, kc, nc, ac)
 		return s
 	})
 }
@@ -35,14 +33,9 @@ func NewAggregating[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], 
 // expire on their own (see TTL, and NewValueWithTTL for the errors); an
 // Add to an expired one starts a new accumulator. Writer goroutine only.
 func NewAggregatingWithTTL[K, N, IN, ACC, OUT any](t *Table, name string, kc Codec[K], nc Codec[N], ac Codec[ACC], fn AggregateFunction[IN, ACC, OUT], ttl TTL) (*AggregatingState[K, N, IN, ACC, OUT], error) {
-	if err := ttl.check(name); err != nil {
-		return nil, err
-	}
-	return registerAggregating(t, name, kc, nc, ac, fn, &ttl, func(s *AggregatingState[K, N, IN, ACC, OUT], info StateInfo) registered {
-		c := newTTLCells(t, info, kc, nc, ac, ttl)
-		s.ttl = c
-		s.keyed = keyed[K, N]{c.cells}
-		return ttlReg[K, N, stamped[ACC]]{c.cells, s}
+	return registerAggregating(t, name, kc, nc, ac, fn, &ttl, func(s *AggregatingState[K, N, IN, ACC, OUT], info StateInfo) (reg registered) {
+		s.ttl, s.keyed, reg = newValueTTL(t, info, kc, nc, ac, ttl, s)
+		return reg
 	})
 }
 

@@ -86,9 +86,6 @@ func NewList[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Co
 // own, as in Flink: an element's timestamp is set when it is added (see
 // TTL, and NewValueWithTTL for the errors). Writer goroutine only.
 func NewListWithTTL[K, N, E any](t *Table, name string, kc Codec[K], nc Codec[N], ec Codec[E], ttl TTL) (*ListState[K, N, E], error) {
-	if err := ttl.check(name); err != nil {
-		return nil, err
-	}
 	info := StateInfo{Name: name, Kind: KindList, Codec: []string{kc.ID(), nc.ID(), ec.ID()}, TTL: true}
 	return registerAs[*ListState[K, N, E]](t, info, &ttl, func() registered {
 		return newTTLList(t, info, kc, nc, ec, ttl)

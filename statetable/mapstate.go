@@ -62,9 +62,6 @@ func NewMapState[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[
 // expire each on its own, as in Flink (see TTL, and NewValueWithTTL for
 // the errors). Writer goroutine only.
 func NewMapStateWithTTL[K, N, UK, UV any](t *Table, name string, kc Codec[K], nc Codec[N], ukc Codec[UK], uvc Codec[UV], ttl TTL) (*MapState[K, N, UK, UV], error) {
-	if err := ttl.check(name); err != nil {
-		return nil, err
-	}
 	info := StateInfo{Name: name, Kind: KindMap, Codec: []string{kc.ID(), nc.ID(), ukc.ID(), uvc.ID()}, TTL: true}
 	return registerAs[*MapState[K, N, UK, UV]](t, info, &ttl, func() registered {
 		return newTTLMap(t, info, kc, nc, ukc, uvc, ttl)

@@ -14,9 +14,7 @@ type ReducingState[K, N, V any] struct {
 // it) and must be deterministic. Writer goroutine only.
 func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V) (*ReducingState[K, N, V], error) {
 	return registerReducing(t, name, kc, nc, vc, reduce, nil, func(s *ReducingState[K, N, V], info StateInfo) registered {
-		s.cells = newCells[K, N, V](t, info, kc, nc, equalityFor[V]())
-		s.cell = valueCell(vc)
-		s.keyed = keyed[K, N]{s.cells}
+		s.cells, s.keyed = newValueCells(t, info, kc, nc, vc)
 		return s
 	})
 }
@@ -25,14 +23,9 @@ func NewReducing[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], v
 // their own (see TTL, and NewValueWithTTL for the errors); an Add to an
 // expired value starts it over. Writer goroutine only.
 func NewReducingWithTTL[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], reduce func(acc, v V) V, ttl TTL) (*ReducingState[K, N, V], error) {
-	if err := ttl.check(name); err != nil {
-		return nil, err
-	}
-	return registerReducing(t, name, kc, nc, vc, reduce, &ttl, func(s *ReducingState[K, N, V], info StateInfo) registered {
-		c := newTTLCells(t, info, kc, nc, vc, ttl)
-		s.ttl = c
-		s.keyed = keyed[K, N]{c.cells}
-		return ttlReg[K, N, stamped[V]]{c.cells, s}
+	return registerReducing(t, name, kc, nc, vc, reduce, &ttl, func(s *ReducingState[K, N, V], info StateInfo) (reg registered) {
+		s.ttl, s.keyed, reg = newValueTTL(t, info, kc, nc, vc, ttl, s)
+		return reg
 	})
 }
 

@@ -553,6 +553,14 @@ func runtimeOf(side interface{ runtime() *ttlRuntime }) *ttlRuntime {
 func (c *ttlCells[K, N, V]) runtime() *ttlRuntime { return c.rt }
 func (c *ttlCells[K, N, V]) now() int64           { return c.t.now() }
 
+// newValueTTL returns the TTL side of a value, reducing or aggregating
+// state (outer, the typed state handed to the user), its key enumeration
+// and the table's entry for it.
+func newValueTTL[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], vc Codec[V], cfg TTL, outer any) (valueTTL[K, N, V], keyed[K, N], registered) {
+	c := newTTLCells(t, info, kc, nc, vc, cfg)
+	return c, keyed[K, N]{c.cells}, ttlReg[K, N, stamped[V]]{c.cells, outer}
+}
+
 func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], vc Codec[V], cfg TTL) *ttlCells[K, N, V] {
 	rt := newTTLRuntime(t, cfg)
 	c := newCells[K, N, stamped[V]](t, info, kc, nc, equalityFor[stamped[V]]())

@@ -22,9 +22,7 @@ type ValueState[K, N, V any] struct {
 // Cost: one encoding of def. Writer goroutine only.
 func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V) (*ValueState[K, N, V], error) {
 	return registerValue(t, name, kc, nc, vc, def, nil, func(s *ValueState[K, N, V], info StateInfo) registered {
-		s.cells = newCells[K, N, V](t, info, kc, nc, equalityFor[V]())
-		s.cell = valueCell(vc)
-		s.keyed = keyed[K, N]{s.cells}
+		s.cells, s.keyed = newValueCells(t, info, kc, nc, vc)
 		return s
 	})
 }
@@ -35,14 +33,9 @@ func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc C
 // program that registers no TTL state does not compile the TTL code
 // (docs/design.md, "What a user's build pays"). Writer goroutine only.
 func NewValueWithTTL[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V, ttl TTL) (*ValueState[K, N, V], error) {
-	if err := ttl.check(name); err != nil {
-		return nil, err
-	}
-	return registerValue(t, name, kc, nc, vc, def, &ttl, func(s *ValueState[K, N, V], info StateInfo) registered {
-		c := newTTLCells(t, info, kc, nc, vc, ttl)
-		s.ttl = c
-		s.keyed = keyed[K, N]{c.cells}
-		return ttlReg[K, N, stamped[V]]{c.cells, s}
+	return registerValue(t, name, kc, nc, vc, def, &ttl, func(s *ValueState[K, N, V], info StateInfo) (reg registered) {
+		s.ttl, s.keyed, reg = newValueTTL(t, info, kc, nc, vc, ttl, s)
+		return reg
 	})
 }
 
@@ -131,9 +124,16 @@ func (s *ValueState[K, N, V]) LookupAt(snap *Snapshot, key K, ns N) (V, bool, er
 }
 
 // registerAs registers a state and asserts the handle's Go type (two states
-// can share codec IDs and differ in Go types).
+// can share codec IDs and differ in Go types). ttl is the TTL asked for
+// (nil: none): an invalid one is an error matching ErrConfig, and a state
+// already registered with another an error matching ErrStateMismatch.
 func registerAs[S interface{ ttlRuntime() *ttlRuntime }](t *Table, info StateInfo, ttl *TTL, make func() registered) (S, error) {
 	var zero S
+	if ttl != nil {
+		if err := ttl.check(info.Name); err != nil {
+			return zero, err
+		}
+	}
 	h, err := t.register(info, make)
 	if err != nil {
 		return zero, err
@@ -146,4 +146,12 @@ func registerAs[S interface{ ttlRuntime() *ttlRuntime }](t *Table, info StateInf
 		return zero, err
 	}
 	return s, nil
+}
+
+// newValueCells returns the cells of a value, reducing or aggregating
+// state without a TTL: one value of vc per entry.
+func newValueCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], vc Codec[V]) (*cells[K, N, V], keyed[K, N]) {
+	c := newCells[K, N, V](t, info, kc, nc, equalityFor[V]())
+	c.cell = valueCell(vc)
+	return c, keyed[K, N]{c}
 }
