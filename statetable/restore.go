@@ -65,15 +65,25 @@ var emptyNamespaceHash = xxhash.Sum64(nil) & (1<<(64-keyHashBits) - 1)
 // blobAt returns the bounds of the blob starting at b[off] (off <= len(b)):
 // ok is false if its length is not a uvarint or runs past the end of b.
 func blobAt(b []byte, off int) (start, end int, ok bool) {
-	if off < len(b) && b[off] < 0x80 { // a length below 128: one byte
-		start, end = off+1, off+1+int(b[off])
-		return start, end, end <= len(b)
+	if start, end, ok = shortBlobAt(b, off); ok {
+		return start, end, true
 	}
 	l, k := binary.Uvarint(b[off:])
 	if k <= 0 || l > uint64(len(b)-off-k) {
 		return 0, 0, false
 	}
 	return off + k, off + k + int(l), true
+}
+
+// shortBlobAt is blobAt of a blob whose length is below 128 (one byte),
+// the common case, small enough to inline into restoreRun's loop; ok is
+// false for any other (blobAt tells a longer one from a bad one).
+func shortBlobAt(b []byte, off int) (start, end int, ok bool) {
+	if off >= len(b) || b[off] >= 0x80 {
+		return 0, 0, false
+	}
+	end = off + 1 + int(b[off])
+	return off + 1, end, end <= len(b)
 }
 
 // loadKey15 sets *k to the inline key whose length byte is p[0] (at most
@@ -136,27 +146,16 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 			cs = ke + 1
 			ce = cs + pc
 		} else {
-			// Blobs of lengths below 128 (one length byte) read inline: a
-			// call of blobAt does not inline.
-			ok := off < len(b) && b[off] < 0x80
-			if ks = off + 1; ok {
-				ke = ks + int(b[off])
-				ok = ke <= len(b)
-			} else {
-				ks, ke, ok = blobAt(b, off)
+			var ok bool
+			if ks, ke, ok = shortBlobAt(b, off); !ok {
+				if ks, ke, ok = blobAt(b, off); !ok {
+					return 0, c.runError(i, n, off, "key blob runs past the end of the section")
+				}
 			}
-			if !ok {
-				return 0, c.runError(i, n, off, "key blob runs past the end of the section")
-			}
-			cs = ke + 1
-			if ok = ke < len(b) && b[ke] < 0x80; ok {
-				ce = cs + int(b[ke])
-				ok = ce <= len(b)
-			} else {
-				cs, ce, ok = blobAt(b, ke)
-			}
-			if !ok {
-				return 0, c.runError(i, n, ke, "cell blob runs past the end of the section")
+			if cs, ce, ok = shortBlobAt(b, ke); !ok {
+				if cs, ce, ok = blobAt(b, ke); !ok {
+					return 0, c.runError(i, n, ke, "cell blob runs past the end of the section")
+				}
 			}
 			pk, pc = -1, -1
 			if ks == off+1 && cs == ke+1 {
