@@ -391,24 +391,18 @@ func cleanMap[K comparable, C any](m *cow.Map[K, C], budget int, now int64, h *t
 		b.backs = h.rt.t.clockBacks
 	}
 	var fixes []cleanupFix[K, C] // reused by the step's scans
+	// Bucket i holds the hashes from i<<shift to (i+1)<<shift - 1. Go's
+	// shifts of a uint64 by 64 give 0, so one bucket (shift 64) and the
+	// last bucket's end (MaxUint64) need no case of their own.
 	shift := 64 - bits.TrailingZeros(uint(len(b.floor)))
-	bucketOf := func(pos uint64) int {
-		if shift == 64 {
-			return 0
-		}
-		return int(pos >> shift)
-	}
 	for visited < budget && skipped < 16*budget {
-		i := bucketOf(h.cur.pos)
-		last := uint64(math.MaxUint64) // the bucket's last hash
-		if i+1 < len(b.floor) {
-			last = uint64(i+1)<<shift - 1
-		}
+		i := int(h.cur.pos >> shift)
+		first, last := uint64(i)<<shift, uint64(i+1)<<shift-1
 		if now < b.floor[i] { // nothing in the bucket has expired
 			h.round.least = min(h.round.least, b.floor[i])
 			skipped++
 		} else {
-			if h.cur.pos == 0 || bucketOf(h.cur.pos-1) != i { // the pass over the bucket begins
+			if h.cur.pos == first { // the pass over the bucket begins
 				b.pass.start, b.pass.least, b.pass.clean = now, math.MaxInt64, true
 			}
 			v, r, next, whole := cleanRange(m, h.cur.pos, last, budget-visited, now, h, &b.pass.least, &fixes)
