@@ -16,7 +16,7 @@ type cellCodec[C any] struct {
 	enc func(dst []byte, c C) []byte
 	dec func(src []byte) (C, error)
 	// fixed, when its width is not 0, is dec as a fixed-width big-endian
-	// integer that a restore decodes inline (see fixedCell).
+	// integer that a restore decodes inline (see fixedInt).
 	fixed fixedInt
 }
 

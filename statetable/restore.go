@@ -110,9 +110,12 @@ func loadKey15(k *key15, p []byte) {
 func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) {
 	run := cellRun[C]{n: n}
 	r15 := &run.r15
-	maxPar, owned, dec := c.t.maxPar, c.t.owned, c.cell.dec
+	// A fixed-width cell is decoded inline (fixedInt.decode); one of
+	// another length goes to dec, which reports the error. A TTL state's
+	// decoder sees every cell.
+	maxPar, owned, dec, fixed := c.t.maxPar, c.t.owned, c.cell.dec, c.cell.fixed
 	if c.ttl != nil {
-		dec = c.ttlDecoder(stamped)
+		dec, fixed = c.ttlDecoder(stamped), fixedInt{}
 		c.ttl.taint() // restored timestamps may be older than the cleanup's floor
 	}
 	// A key is in an owned key group exactly when its hash is in
@@ -122,12 +125,6 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 	hi, hiOK := KeyGroupStart(owned.Last+1, maxPar)
 	if owned.Empty() {
 		lo, hi, hiOK = 1, 0, true // no hash is in range
-	}
-	// A fixed-width cell is decoded inline (fixedCell.decode); one of
-	// another length goes to dec, which reports the error.
-	fixed := c.cell.fixed
-	if c.ttl != nil {
-		fixed = fixedInt{}
 	}
 	// pk and pc are the key and cell blob lengths of the entry before when
 	// both took one length byte, pkl its composite key's key length when
