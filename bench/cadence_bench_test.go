@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math/rand"
 	randv2 "math/rand/v2"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/checkpoint"
 )
 
@@ -72,6 +74,14 @@ const pauseBatch = 64
 // (about 1 with no checkpoints: the excess is the checkpoint goroutine and
 // the garbage collector).
 //
+// At 10M keys two more cases take a checkpoint apart (cadenceParts):
+// every=capture-1s takes a capture every second and holds it until the
+// next, writing nothing, so the writer pays the copies of copy-on-write and
+// nothing else; every=stream-beside takes no checkpoint while another
+// goroutine copies 64 MB buffers, so the writer pays only for sharing the
+// memory system with a neighbour that streams through memory, as a
+// checkpoint's writer does.
+//
 // The checkpoints need a run of several seconds; the targets use
 //
 //	go test -run '^$' -bench 'BenchmarkCheckpointCadence$/keys=1000000$/dist=uniform$/' -benchtime 8s -count 2 .   (in bench/)
@@ -85,7 +95,7 @@ func BenchmarkCheckpointCadence(b *testing.B) {
 	}
 	for _, r := range []run{
 		{1_000_000, []string{"uniform", "zipf"}, []string{"none", "1s", "200ms", "busy"}},
-		{10_000_000, []string{"uniform"}, []string{"none", "1s"}},
+		{10_000_000, []string{"uniform"}, []string{"none", "1s", "capture-1s", "stream-beside"}},
 	} {
 		var keys []int64
 		for _, dist := range r.dists {
@@ -109,6 +119,9 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 	var interval time.Duration // 0: busy
 	switch every {
 	case "none", "busy":
+	case "capture-1s", "stream-beside":
+		cadenceParts(b, keys, idx, every)
+		return
 	default:
 		d, err := time.ParseDuration(every)
 		if err != nil {
@@ -223,4 +236,72 @@ func isClosed(c <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// cadenceParts runs the updates of cadence with one part of a checkpoint's
+// cost beside them (see BenchmarkCheckpointCadence): mode capture-1s or
+// stream-beside.
+func cadenceParts(b *testing.B, keys []int64, idx []uint32, mode string) {
+	c := newCounter(b, keys)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	if mode == "stream-beside" {
+		go func() {
+			defer close(stopped)
+			src, dst := make([]byte, 64<<20), make([]byte, 64<<20)
+			for !isClosed(stop) {
+				copy(dst, src)
+			}
+		}()
+	} else {
+		close(stopped)
+	}
+	var (
+		snap      *cowstate.Snapshot
+		taken     time.Time
+		captures  int
+		maxPause  time.Duration
+		mask      = len(idx) - 1
+		i         int
+		batchFrom time.Time
+		cpu0      time.Duration
+		wall0     time.Time
+	)
+	runtime.GC() // not the setup's garbage
+	for b.Loop() {
+		if i == 0 {
+			batchFrom, cpu0, wall0 = time.Now(), cpuTime(), time.Now()
+		}
+		k := keys[idx[i&mask]]
+		n, err := c.v.Get(k, void)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.v.Put(k, void, n+1); err != nil {
+			b.Fatal(err)
+		}
+		i++
+		if i%pauseBatch != 0 {
+			continue
+		}
+		now := time.Now()
+		if mode == "capture-1s" && now.Sub(taken) >= time.Second {
+			if snap != nil {
+				snap.Release()
+			}
+			snap, taken = c.b.Snapshot(), now
+			captures++
+			now = time.Now()
+		}
+		maxPause = max(maxPause, now.Sub(batchFrom))
+		batchFrom = now
+	}
+	wall, cpu := time.Since(wall0), cpuTime()-cpu0
+	close(stop)
+	<-stopped
+	if snap != nil {
+		snap.Release()
+	}
+	b.ReportMetric(float64(maxPause)/float64(time.Microsecond), "max-pause-us")
+	b.ReportMetric(float64(captures), "captures")
+	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu-per-s")
 }
