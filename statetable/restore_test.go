@@ -2,6 +2,7 @@ package statetable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -224,6 +225,37 @@ func restoreFixed[V comparable](t *testing.T, vc Codec[V], val func(i int) V) {
 	if got != n {
 		t.Fatalf("%d entries encoded", got)
 	}
+	// A snapshot file's sections (AppendKeyGroupEntries) encode
+	// fixed-width cells inline: the same bytes, and each cell blob what
+	// the codec's Append gives.
+	var file []byte
+	for g := range snap.MaxParallelism() {
+		if file, _, err = snap.AppendKeyGroupEntries(file, "v", g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(file, run) {
+		t.Fatalf("%s: AppendKeyGroupEntries wrote %d bytes unlike KeyGroupEntries' %d", vc.ID(), len(file), len(run))
+	}
+	blob := func(off int) ([]byte, int) {
+		l, m := binary.Uvarint(run[off:])
+		if m <= 0 || off+m+int(l) > len(run) {
+			t.Fatalf("%s: bad blob at %d", vc.ID(), off)
+		}
+		return run[off+m : off+m+int(l)], off + m + int(l)
+	}
+	for off, e := 0, 0; off < len(run); e++ {
+		var key, cell []byte
+		key, off = blob(off)
+		cell, off = blob(off)
+		k, err := Int64.Decode(key[1:])
+		if err != nil || key[0] != 8 {
+			t.Fatalf("%s: entry %d: key %x: %v", vc.ID(), e, key, err)
+		}
+		if want := vc.Append(nil, val(int((k+5000)/7919))); !bytes.Equal(cell, want) {
+			t.Fatalf("%s: entry %d (key %d): cell %x, the codec encodes %x", vc.ID(), e, k, cell, want)
+		}
+	}
 	dst := newTestTable(t)
 	dv, _ := NewValue(dst, "v", Int64, Void, vc, val(0))
 	if used, err := dst.RestoreRun("v", n, run); err != nil || used != len(run) {
@@ -239,8 +271,9 @@ func restoreFixed[V comparable](t *testing.T, vc Codec[V], val func(i int) V) {
 	}
 }
 
-// TestRestoreRun_FixedCells restores values of every fixed-width codec
-// (decoded inline, without the codec), negative ones included.
+// TestRestoreRun_FixedCells writes and restores values of every
+// fixed-width codec (encoded and decoded inline, without the codec),
+// negative ones included.
 func TestRestoreRun_FixedCells(t *testing.T) {
 	restoreFixed(t, Int64, func(i int) int64 { return int64(i)*-12345678901 + 3 })
 	restoreFixed(t, Int32, func(i int) int32 { return int32(i*-70001 + 11) })
@@ -249,6 +282,8 @@ func TestRestoreRun_FixedCells(t *testing.T) {
 	restoreFixed(t, Uint32, func(i int) uint32 { return uint32(i) * 2654435761 })
 	restoreFixed(t, Signed[int16](), func(i int) int16 { return int16(i*-13 + 7) })
 	restoreFixed(t, Unsigned[uint8](), func(i int) uint8 { return uint8(i * 31) })
+	restoreFixed(t, Signed[int8](), func(i int) int8 { return int8(i*17 - 100) })
+	restoreFixed(t, Unsigned[uint16](), func(i int) uint16 { return uint16(i * 40503) })
 	restoreFixed(t, Float64, func(i int) float64 { return float64(i) * -1.5 })
 }
 
