@@ -45,34 +45,30 @@ func (s *Store) writeIncremental(ctx context.Context, cp *Checkpoint, base *chec
 	file := buf.Bytes()
 	segBase := base.manifest.ID
 	if k := mergeCount(chain[1:], size, s.policy.MaxChainLength); k > 0 {
-		// Fold the chain's last k deltas and this one into one. Each is
-		// checked against its size and xxhash64 as it is read.
+		// Fold the chain's last k deltas and this one into one, file by
+		// file (delta.MergeFiles). Each is checked against its size and
+		// xxhash64 as it is read, and each section against its own.
 		keep := len(chain) - k
-		ds := make([]*delta.Delta, 0, k+1)
+		rs := make([]*delta.Reader, 0, k+1)
 		for _, seg := range chain[keep:] {
-			prev, err := readDelta(ctx, s.st, seg, nil, nil)
+			r, err := openDelta(ctx, s.st, seg, nil)
 			if err != nil {
 				return nil, fmt.Errorf("merge of the chain of checkpoint %d: %w", base.manifest.ID, err)
 			}
-			ds = append(ds, prev)
+			rs = append(rs, r)
 		}
 		r, err := delta.Open(bytes.NewReader(file), int64(len(file)))
 		if err != nil {
 			return nil, fmt.Errorf("%w: checkpoint %d: reading back its delta: %w", ErrCorrupt, cp.id, err)
 		}
-		d, err := r.Read(ctx, r.Meta().KeyGroups)
-		if err != nil {
-			return nil, fmt.Errorf("%w: checkpoint %d: reading back its delta: %w", ErrCorrupt, cp.id, err)
-		}
-		merged, err := delta.Merge(append(ds, d)...)
-		if err != nil {
+		var merged bytes.Buffer
+		if err := delta.MergeFiles(ctx, &merged, append(rs, r)...); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, fmt.Errorf("%w: merge of the chain of checkpoint %d: %w", ErrCorrupt, base.manifest.ID, err)
 		}
-		buf.Reset()
-		if err := delta.Write(ctx, &buf, merged, nil); err != nil {
-			return nil, storageErr("merge of the chain", err)
-		}
-		file, segBase = buf.Bytes(), merged.Base
+		file, segBase = merged.Bytes(), rs[0].Base()
 		chain = chain[:keep]
 	}
 	name := deltaName(epoch, segBase, cp.id) // in cp.names since take

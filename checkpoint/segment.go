@@ -156,16 +156,9 @@ func openFull(ctx context.Context, st Storage, m *Manifest, fetched *atomic.Int6
 // readDelta reads and checks a delta segment and decodes the key groups kgs
 // of it (nil: all of them).
 func readDelta(ctx context.Context, st Storage, s Segment, kgs *statetable.KeyGroupRange, fetched *atomic.Int64) (*delta.Delta, error) {
-	b, err := readSegment(ctx, st, s, fetched)
+	r, err := openDelta(ctx, st, s, fetched)
 	if err != nil {
 		return nil, err
-	}
-	r, err := delta.Open(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		return nil, fmt.Errorf("%w: segment %s: %w", ErrCorrupt, s.Name, err)
-	}
-	if r.Base() != s.Base || r.Target() != s.Target {
-		return nil, fmt.Errorf("%w: segment %s holds delta %d->%d, the manifest says %d->%d", ErrCorrupt, s.Name, r.Base(), r.Target(), s.Base, s.Target)
 	}
 	if kgs == nil {
 		all := r.Meta().KeyGroups
@@ -179,6 +172,24 @@ func readDelta(ctx context.Context, st Storage, s Segment, kgs *statetable.KeyGr
 		return nil, fmt.Errorf("%w: segment %s: %w", ErrCorrupt, s.Name, err)
 	}
 	return d, nil
+}
+
+// openDelta reads delta segment s whole, checked against its size and
+// xxhash64, and opens it: its header, index and footer checked, and the
+// versions it goes between those the manifest says.
+func openDelta(ctx context.Context, st Storage, s Segment, fetched *atomic.Int64) (*delta.Reader, error) {
+	b, err := readSegment(ctx, st, s, fetched)
+	if err != nil {
+		return nil, err
+	}
+	r, err := delta.Open(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: segment %s: %w", ErrCorrupt, s.Name, err)
+	}
+	if r.Base() != s.Base || r.Target() != s.Target {
+		return nil, fmt.Errorf("%w: segment %s holds delta %d->%d, the manifest says %d->%d", ErrCorrupt, s.Name, r.Base(), r.Target(), s.Base, s.Target)
+	}
+	return r, nil
 }
 
 // A segment's skeleton is what a reader reads before any section: the

@@ -7,8 +7,10 @@
 // per key group, the keyed-state entries put, deleted or patched (a list or
 // map cell that changed in a few elements is a patch of those elements, not
 // a rewritten cell) and the timers registered or removed. Merge composes a
-// chain of consecutive deltas into one; Apply replays a delta on a backend
-// holding its base; Write and Open/Read are the file format.
+// chain of consecutive deltas into one, and MergeFiles does it file to
+// file, writing what Write(Merge(...)) writes from the encoded sections;
+// Apply replays a delta on a backend holding its base; Write and
+// Open/Read are the file format.
 //
 // # Delta file format, version 2
 //

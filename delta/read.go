@@ -75,6 +75,18 @@ func (r *Reader) Read(ctx context.Context, kgs statetable.KeyGroupRange) (*Delta
 // section reads a key group's section, checks its checksum and decodes it
 // into gr.
 func (r *Reader) section(gr *group, e fileformat.Section) error {
+	return r.decodeSection(e, func(state string, ck []byte, op entryOp) {
+		gr.ops(state)[string(ck)] = &op
+	}, func(t timerKey, present bool) {
+		gr.timers[t] = present
+	})
+}
+
+// decodeSection reads the section of index entry e, checks its checksum
+// and decodes it, calling entry for each entry change (ck and the op's
+// byte slices alias the section's buffer) and timer for each timer change,
+// in file order.
+func (r *Reader) decodeSection(e fileformat.Section, entry func(state string, ck []byte, op entryOp), timer func(t timerKey, present bool)) error {
 	what := fmt.Sprintf("delta section of key group %d", e.Group)
 	b, err := fileformat.ReadSection(r.r, r.size, e, what, ErrCorrupt)
 	if err != nil {
@@ -82,11 +94,11 @@ func (r *Reader) section(gr *group, e fileformat.Section) error {
 	}
 	d := fileformat.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
 	entries := func(i, n int) error {
-		ops := gr.ops(r.meta.States[i].Name)
+		state := r.meta.States[i].Name
 		for range n {
 			kind := d.Byte()
-			ck := d.String()
-			op := &entryOp{deleted: kind == opDelete, put: kind == opPut || kind == opPutPatch}
+			ck := d.Bytes()
+			op := entryOp{deleted: kind == opDelete, put: kind == opPut || kind == opPutPatch}
 			if kind < opPut || kind > opPutPatch {
 				d.Fail("entry op %d", kind)
 			}
@@ -107,7 +119,7 @@ func (r *Reader) section(gr *group, e fileformat.Section) error {
 			if d.Err != nil {
 				return d.Err
 			}
-			ops[ck] = op
+			entry(state, ck, op)
 		}
 		return nil
 	}
@@ -119,7 +131,7 @@ func (r *Reader) section(gr *group, e fileformat.Section) error {
 			if d.Err != nil {
 				return d.Err
 			}
-			gr.timers[t] = present == 1
+			timer(t, present == 1)
 		}
 		return nil
 	}

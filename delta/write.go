@@ -132,25 +132,33 @@ func encodeGroup(gr *group, stateIndex, serviceIndex map[string]int) (sec []byte
 		sec = binary.AppendUvarint(sec, uint64(len(ops)))
 		for _, ck := range sortedKeys(ops) {
 			op := ops[ck]
-			kind := byte(opPatch)
-			switch {
-			case op.deleted:
-				kind = opDelete
-			case op.put && len(op.parts) > 0:
-				kind = opPutPatch
-			case op.put:
-				kind = opPut
-			}
-			sec = appendEntry(sec, kind, []byte(ck), op.cell, op.partList())
+			sec = appendEntry(sec, op.kind(), []byte(ck), op.cell, op.partList())
 		}
 		n += len(ops)
 	}
 	timers := make([]timerChange, 0, len(gr.timers))
 	for t, present := range gr.timers {
-		timers = append(timers, timerChange{service: serviceIndex[t.service], domain: t.domain,
-			t: timerqueue.Timer{Timestamp: t.ts, Key: t.key, Namespace: t.ns}, present: present})
+		timers = append(timers, timerChange{service: serviceIndex[t.service], domain: t.domain, t: t.timer(), present: present})
 	}
 	sec = appendTimers(sec, timers)
 	n += len(timers)
 	return append(sec, tagEnd), n
+}
+
+// kind returns the op code an entry op is written with.
+func (op *entryOp) kind() byte {
+	switch {
+	case op.deleted:
+		return opDelete
+	case op.put && len(op.parts) > 0:
+		return opPutPatch
+	case op.put:
+		return opPut
+	}
+	return opPatch
+}
+
+// timer returns the timer a timer key names.
+func (t timerKey) timer() timerqueue.Timer {
+	return timerqueue.Timer{Timestamp: t.ts, Key: t.key, Namespace: t.ns}
 }

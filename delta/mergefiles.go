@@ -1,0 +1,269 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/cowstate/cowstate/internal/fileformat"
+)
+
+// MergeFiles writes to w the delta Merge makes of the chain of delta
+// files (oldest first), encoded as Write encodes it, byte for byte,
+// without building a Delta of each: key group by key group it decodes
+// every file's section, merges each state's entries as runs sorted by
+// composite key (a file Write made is sorted already, a WriteDiff file is
+// sorted per section here) and encodes the result. So its cost follows the
+// chain's bytes with no map insert per entry: a checkpoint folding deltas
+// into one (checkpoint.Policy.MaxChainLength) spends most of its time here.
+// Every section is checked against its checksum as it is read. Errors are
+// those of Merge, of Read (ErrCorrupt, naming the section) and of w; a state
+// or timer service missing from the newest file's metadata is an error
+// matching ErrMismatch. Any goroutine.
+func MergeFiles(ctx context.Context, w io.Writer, chain ...*Reader) error {
+	if len(chain) == 0 {
+		return fmt.Errorf("%w: merge of an empty chain", ErrMismatch)
+	}
+	last := chain[len(chain)-1]
+	out := &Delta{Base: chain[0].base, Target: last.target, Meta: last.meta}
+	index := make([]map[int]fileformat.Section, len(chain))
+	var groups []int
+	for i, r := range chain {
+		if i > 0 {
+			prev := chain[i-1]
+			if r.base != prev.target {
+				return fmt.Errorf("%w: delta %d->%d follows delta %d->%d", ErrWrongBase, r.base, r.target, prev.base, prev.target)
+			}
+			if r.meta.MaxParallelism != prev.meta.MaxParallelism || r.meta.KeyGroups != prev.meta.KeyGroups {
+				return fmt.Errorf("%w: delta %d->%d covers key groups %v of %d, the one before %v of %d",
+					ErrMismatch, r.base, r.target, r.meta.KeyGroups, r.meta.MaxParallelism, prev.meta.KeyGroups, prev.meta.MaxParallelism)
+			}
+		}
+		if err := sameTTL(&Delta{Base: r.base, Target: r.target, Meta: r.meta}, out); err != nil {
+			return err
+		}
+		index[i] = make(map[int]fileformat.Section, len(r.index))
+		for _, e := range r.index {
+			index[i][e.Group] = e
+			groups = append(groups, e.Group)
+		}
+	}
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+
+	stateIndex := map[string]int{}
+	for i, s := range sortedStates(out) {
+		stateIndex[s] = i
+	}
+	serviceIndex := map[string]int{}
+	for i, t := range sortedServices(out) {
+		serviceIndex[t] = i
+	}
+	var m groupMerger
+	sections := make(map[int][]byte, len(groups))
+	for _, g := range groups {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m.reset()
+		for i, r := range chain {
+			e, ok := index[i][g]
+			if !ok {
+				continue
+			}
+			if err := m.add(r, e); err != nil {
+				return err
+			}
+		}
+		sec, err := m.encode(stateIndex, serviceIndex)
+		if err != nil {
+			return fmt.Errorf("merge of deltas %d->%d, key group %d: %w", out.Base, out.Target, g, err)
+		}
+		sections[g] = sec
+	}
+	return writeSections(ctx, w, out, groups, func(g int) ([]byte, int) { return sections[g], 0 }, nil)
+}
+
+// keyedOp is one entry change of a section: its composite key and op.
+type keyedOp struct {
+	ck []byte
+	op entryOp
+}
+
+func compareKeyed(a, b keyedOp) int { return bytes.Compare(a.ck, b.ck) }
+
+// groupMerger merges one key group's sections, file by file, oldest
+// first: per state, the merged entries so far sorted by key; the timers,
+// the newest change of each winning.
+//
+// The runs' arrays are kept from group to group (free): a merge's cost is
+// then the entries it copies, not the allocation and zeroing of arrays of
+// them.
+type groupMerger struct {
+	states map[string][]keyedOp
+	timers map[timerKey]bool
+	file   map[string][]keyedOp // the file being added, by state
+	free   [][]keyedOp          // arrays for runs, emptied
+}
+
+func (m *groupMerger) reset() {
+	if m.states == nil {
+		m.states, m.timers, m.file = map[string][]keyedOp{}, map[timerKey]bool{}, map[string][]keyedOp{}
+	}
+	for _, ops := range m.states {
+		m.release(ops)
+	}
+	clear(m.states)
+	clear(m.timers)
+}
+
+// run returns an empty array for a run, of some capacity.
+func (m *groupMerger) run() []keyedOp {
+	if n := len(m.free); n > 0 {
+		ops := m.free[n-1]
+		m.free = m.free[:n-1]
+		return ops
+	}
+	return make([]keyedOp, 0, 64)
+}
+
+// release gives the array of a run no longer used back for reuse.
+func (m *groupMerger) release(ops []keyedOp) {
+	if cap(ops) > 0 {
+		m.free = append(m.free, ops[:0])
+	}
+}
+
+// add merges the section of index entry e of r into the group: r's
+// changes follow those added before.
+func (m *groupMerger) add(r *Reader, e fileformat.Section) error {
+	clear(m.file)
+	// The entries of a state record come one after another: look the
+	// state's run up when the state changes, not for every entry.
+	var (
+		curState string
+		cur      []keyedOp
+	)
+	flush := func() {
+		if cur != nil {
+			m.file[curState] = cur
+		}
+	}
+	err := r.decodeSection(e, func(state string, ck []byte, op entryOp) {
+		if cur == nil || state != curState {
+			flush()
+			curState = state
+			if cur = m.file[state]; cur == nil {
+				cur = m.run()
+			}
+		}
+		cur = append(cur, keyedOp{ck, op})
+	}, func(t timerKey, present bool) {
+		m.timers[t] = present
+	})
+	flush()
+	if err != nil {
+		return err
+	}
+	for state, ops := range m.file {
+		// Sort a run written in hash order (WriteDiff); of equal keys in
+		// one file, the later one stands, as in Read.
+		if !slices.IsSortedFunc(ops, compareKeyed) {
+			slices.SortStableFunc(ops, compareKeyed)
+		}
+		ops = dedupeLast(ops)
+		prev, ok := m.states[state]
+		if !ok {
+			m.states[state] = ops
+			continue
+		}
+		merged, err := mergeRuns(m.run(), prev, ops)
+		if err != nil {
+			return fmt.Errorf("delta %d->%d, state %q, key group %d: %w", r.base, r.target, state, e.Group, err)
+		}
+		m.release(prev)
+		m.release(ops)
+		m.states[state] = merged
+	}
+	return nil
+}
+
+// dedupeLast keeps the last of each run of equal keys in sorted ops.
+func dedupeLast(ops []keyedOp) []keyedOp {
+	out := ops[:0]
+	for i := range ops {
+		if i+1 < len(ops) && bytes.Equal(ops[i].ck, ops[i+1].ck) {
+			continue
+		}
+		out = append(out, ops[i])
+	}
+	return out
+}
+
+// mergeRuns appends to dst the merge of two sorted runs of distinct keys,
+// older a and newer b, composing the ops of a key in both.
+func mergeRuns(dst, a, b []keyedOp) ([]keyedOp, error) {
+	dst = slices.Grow(dst, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch c := bytes.Compare(a[i].ck, b[j].ck); {
+		case c < 0:
+			dst = append(dst, a[i])
+			i++
+		case c > 0:
+			dst = append(dst, b[j])
+			j++
+		default:
+			op, err := compose(&a[i].op, &b[j].op)
+			if err != nil {
+				return nil, err
+			}
+			dst = append(dst, keyedOp{b[j].ck, *op})
+			i++
+			j++
+		}
+	}
+	dst = append(dst, a[i:]...)
+	return append(dst, b[j:]...), nil
+}
+
+// encode encodes the merged group as encodeGroup encodes a Delta's.
+func (m *groupMerger) encode(stateIndex, serviceIndex map[string]int) ([]byte, error) {
+	size := 1
+	for _, ops := range m.states {
+		for _, o := range ops {
+			size += len(o.ck) + len(o.op.cell) + 8
+		}
+	}
+	sec := make([]byte, 0, size+32*len(m.timers))
+	for _, state := range slices.Sorted(maps.Keys(m.states)) {
+		ops := m.states[state]
+		if len(ops) == 0 {
+			continue
+		}
+		si, ok := stateIndex[state]
+		if !ok {
+			return nil, fmt.Errorf("%w: state %q is not in the newest delta's metadata", ErrMismatch, state)
+		}
+		sec = append(sec, tagState)
+		sec = binary.AppendUvarint(sec, uint64(si))
+		sec = binary.AppendUvarint(sec, uint64(len(ops)))
+		for _, o := range ops {
+			sec = appendEntry(sec, o.op.kind(), o.ck, o.op.cell, o.op.partList())
+		}
+	}
+	timers := make([]timerChange, 0, len(m.timers))
+	for t, present := range m.timers {
+		si, ok := serviceIndex[t.service]
+		if !ok {
+			return nil, fmt.Errorf("%w: timer service %q is not in the newest delta's metadata", ErrMismatch, t.service)
+		}
+		timers = append(timers, timerChange{service: si, domain: t.domain, t: t.timer(), present: present})
+	}
+	sec = appendTimers(sec, timers)
+	return append(sec, tagEnd), nil
+}

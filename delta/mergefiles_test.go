@@ -1,0 +1,225 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/timerqueue"
+)
+
+var mergeTestMeta = snapshot.Meta{MaxParallelism: 8, KeyGroups: statetable.KeyGroupRange{First: 0, Last: 7},
+	States: []statetable.StateInfo{
+		{Name: "a", Kind: statetable.KindValue, Codec: []string{"k", "n", "v"}},
+		{Name: "b", Kind: statetable.KindMap, Codec: []string{"k", "n", "v"}},
+	},
+	Timers: []snapshot.TimerServiceInfo{{Name: "t1", Codecs: [2]string{"k", "n"}}, {Name: "t2", Codecs: [2]string{"k", "n"}}},
+}
+
+// drawOp draws an entry op: a put, a delete, a patch or a put with parts.
+func drawOp(rt *rapid.T) *entryOp {
+	op := &entryOp{}
+	switch rapid.IntRange(0, 3).Draw(rt, "op") {
+	case 0:
+		op.put, op.cell = true, []byte(rapid.StringN(0, 4, 4).Draw(rt, "cell"))
+	case 1:
+		op.deleted = true
+	case 3:
+		op.put, op.cell = true, []byte(rapid.StringN(0, 4, 4).Draw(rt, "cell"))
+		fallthrough
+	case 2:
+		op.parts = map[string]statetable.Part{}
+		for range rapid.IntRange(0, 3).Draw(rt, "parts") {
+			k := rapid.SampledFrom([]string{"", "p", "q", "pq"}).Draw(rt, "part")
+			p := statetable.Part{Key: []byte(k), Deleted: rapid.Bool().Draw(rt, "part deleted")}
+			if !p.Deleted {
+				p.Value = []byte(rapid.StringN(0, 3, 3).Draw(rt, "part value"))
+			}
+			op.parts[k] = p
+		}
+	}
+	return op
+}
+
+// writeScrambled encodes d as a delta file whose state records list their
+// entries in random order, some split in two records, and some keys
+// written twice, a decoy first (a reader keeps the later): valid files
+// that Write never makes, as WriteDiff's are in hash order.
+func writeScrambled(t *testing.T, d *Delta, rng *rand.Rand) []byte {
+	stateIndex := map[string]int{}
+	for i, s := range sortedStates(d) {
+		stateIndex[s] = i
+	}
+	serviceIndex := map[string]int{}
+	for i, s := range sortedServices(d) {
+		serviceIndex[s] = i
+	}
+	var buf bytes.Buffer
+	err := writeSections(context.Background(), &buf, d, d.Groups(), func(g int) ([]byte, int) {
+		gr := d.groups[g]
+		var sec []byte
+		for state, ops := range gr.states {
+			var entries []keyedOp
+			for _, i := range rng.Perm(len(ops)) {
+				ck := sortedKeys(ops)[i]
+				if rng.IntN(4) == 0 { // a decoy anywhere before the key's op
+					at := rng.IntN(len(entries) + 1)
+					entries = slices.Insert(entries, at, keyedOp{[]byte(ck), entryOp{put: true, cell: []byte("decoy")}})
+				}
+				entries = append(entries, keyedOp{[]byte(ck), *ops[ck]})
+			}
+			cut := rng.IntN(len(entries) + 1)
+			for _, run := range [][]keyedOp{entries[:cut], entries[cut:]} {
+				sec = append(sec, tagState)
+				sec = binary.AppendUvarint(sec, uint64(stateIndex[state]))
+				sec = binary.AppendUvarint(sec, uint64(len(run)))
+				for _, e := range run {
+					sec = appendEntry(sec, e.op.kind(), e.ck, e.op.cell, e.op.partList())
+				}
+			}
+		}
+		var timers []timerChange
+		for tk, present := range gr.timers {
+			timers = append(timers, timerChange{service: serviceIndex[tk.service], domain: tk.domain, t: tk.timer(), present: present})
+		}
+		return append(appendTimers(sec, timers), tagEnd), 0
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func openTest(t *testing.T, file []byte) *Reader {
+	r, err := Open(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestMergeFiles_AsMerge is MergeFiles' specification: for chains of
+// delta files, canonical (Write) or scrambled (entries in any order, keys
+// repeated), it writes exactly the bytes of Write(Merge(Read of each)),
+// and fails where Merge fails (a patch after a delete: ErrWrongBase).
+func TestMergeFiles_AsMerge(t *testing.T) {
+	ctx := context.Background()
+	rapid.Check(t, func(rt *rapid.T) {
+		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "seed"), 1))
+		var files [][]byte
+		for i := range rapid.IntRange(1, 5).Draw(rt, "chain") {
+			d := &Delta{Base: uint64(i + 1), Target: uint64(i + 2), Meta: mergeTestMeta}
+			for range rapid.IntRange(0, 25).Draw(rt, "entries") {
+				g := rapid.IntRange(0, 7).Draw(rt, "group")
+				state := rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "state")
+				ck := rapid.SampledFrom([]string{"", "k1", "k2", "k10", "x", "\xff"}).Draw(rt, "key")
+				d.group(g).ops(state)[ck] = drawOp(rt)
+			}
+			for range rapid.IntRange(0, 4).Draw(rt, "timers") {
+				g := rapid.IntRange(0, 7).Draw(rt, "timer group")
+				tk := timerKey{service: rapid.SampledFrom([]string{"t1", "t2"}).Draw(rt, "service"),
+					domain: timerqueue.Domain(rapid.IntRange(0, 1).Draw(rt, "domain")),
+					ts:     rapid.Int64Range(-2, 2).Draw(rt, "ts"), key: rapid.SampledFrom([]string{"k1", "k2"}).Draw(rt, "timer key")}
+				d.group(g).timers[tk] = rapid.Bool().Draw(rt, "present")
+			}
+			if rapid.Bool().Draw(rt, "scrambled") {
+				files = append(files, writeScrambled(t, d, rng))
+				continue
+			}
+			var buf bytes.Buffer
+			if err := Write(ctx, &buf, d, nil); err != nil {
+				rt.Fatal(err)
+			}
+			files = append(files, buf.Bytes())
+		}
+
+		var ds []*Delta
+		var readers []*Reader
+		for _, f := range files {
+			r := openTest(t, f)
+			d, err := r.Read(ctx, r.Meta().KeyGroups)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			ds, readers = append(ds, d), append(readers, openTest(t, f))
+		}
+		var want bytes.Buffer
+		merged, wantErr := Merge(ds...)
+		if wantErr == nil {
+			if err := Write(ctx, &want, merged, nil); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		var got bytes.Buffer
+		gotErr := MergeFiles(ctx, &got, readers...)
+		switch {
+		case wantErr != nil:
+			if !errors.Is(gotErr, ErrWrongBase) || !errors.Is(wantErr, ErrWrongBase) {
+				rt.Fatalf("Merge: %v; MergeFiles: %v", wantErr, gotErr)
+			}
+		case gotErr != nil:
+			rt.Fatalf("MergeFiles: %v; Merge merged", gotErr)
+		case !bytes.Equal(got.Bytes(), want.Bytes()):
+			rt.Fatalf("MergeFiles wrote %d bytes unlike Write(Merge)'s %d", got.Len(), want.Len())
+		}
+	})
+}
+
+// TestMergeFiles_Refuses: out of order, of other key groups, of mixed
+// TTLs, a corrupt section, an empty chain: errors, nothing merged.
+func TestMergeFiles_Refuses(t *testing.T) {
+	ctx := context.Background()
+	file := func(base uint64, meta snapshot.Meta) []byte {
+		d := &Delta{Base: base, Target: base + 1, Meta: meta}
+		d.group(1).ops("a")["k"] = put("x")
+		var buf bytes.Buffer
+		if err := Write(ctx, &buf, d, nil); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	other := mergeTestMeta
+	other.MaxParallelism = 16
+	ttl := mergeTestMeta
+	ttl.States = []statetable.StateInfo{{Name: "a", Kind: statetable.KindValue, Codec: []string{"k", "n", "v"}, TTL: true}}
+	corrupt := file(2, mergeTestMeta)
+	corrupt[openTest(t, corrupt).index[0].Off+1] ^= 0x40 // in the one section
+	for _, c := range []struct {
+		name  string
+		chain [][]byte
+		want  error
+	}{
+		{"out of order", [][]byte{file(2, mergeTestMeta), file(1, mergeTestMeta)}, ErrWrongBase},
+		{"a gap", [][]byte{file(1, mergeTestMeta), file(3, mergeTestMeta)}, ErrWrongBase},
+		{"other max parallelism", [][]byte{file(1, mergeTestMeta), file(2, other)}, ErrMismatch},
+		{"a TTL in one only", [][]byte{file(1, mergeTestMeta), file(2, ttl)}, ErrMismatch},
+		{"empty chain", nil, ErrMismatch},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var rs []*Reader
+			for _, f := range c.chain {
+				rs = append(rs, openTest(t, f))
+			}
+			var buf bytes.Buffer
+			if err := MergeFiles(ctx, &buf, rs...); !errors.Is(err, c.want) || buf.Len() != 0 {
+				t.Fatalf("%v, %d bytes written; want %v", err, buf.Len(), c.want)
+			}
+		})
+	}
+	t.Run("corrupt section", func(t *testing.T) {
+		var buf bytes.Buffer
+		err := MergeFiles(ctx, &buf, openTest(t, file(1, mergeTestMeta)), openTest(t, corrupt))
+		if !errors.Is(err, ErrCorrupt) || buf.Len() != 0 || !strings.Contains(err.Error(), "key group 1") {
+			t.Fatalf("%v, %d bytes written; want ErrCorrupt naming key group 1", err, buf.Len())
+		}
+	})
+}
