@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand"
 	randv2 "math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -48,6 +52,29 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// stealTime is the time the hypervisor ran something else while this
+// machine's CPUs had work, all CPUs together (Linux's /proc/stat "steal",
+// in USER_HZ ticks of 10 ms), or -1 where there is no such figure. On a
+// VM no program can help it: a writer whose virtual CPU is taken away
+// waits as long, whatever it was doing, so the cadence benchmark reports
+// it beside its pauses (steal-ms-per-s, both CPUs counted).
+func stealTime() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	ticks, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // pauseBatch is how many updates the writer times together: reading the
@@ -165,11 +192,12 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 		batchFrom time.Time
 		cpu0      time.Duration
 		wall0     time.Time
+		steal0    time.Duration
 	)
 	b.ReportAllocs()
 	for b.Loop() {
 		if i == 0 {
-			batchFrom, cpu0, wall0 = time.Now(), cpuTime(), time.Now()
+			batchFrom, cpu0, wall0, steal0 = time.Now(), cpuTime(), time.Now(), stealTime()
 		}
 		k := keys[idx[i&mask]]
 		n, err := c.v.Get(k, void)
@@ -212,7 +240,7 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 		maxTake = max(maxTake, after.Sub(now))
 		taken, batchFrom = now, after
 	}
-	wall, cpu := time.Since(wall0), cpuTime()-cpu0
+	wall, cpu, steal1 := time.Since(wall0), cpuTime()-cpu0, stealTime()
 	if cp != nil && !polled && done() { // one still being written is not counted
 		account()
 	}
@@ -227,6 +255,9 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 	}
 	b.ReportMetric(share, "incremental-share")
 	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu-per-s")
+	if steal0 >= 0 && steal1 >= 0 {
+		b.ReportMetric(float64((steal1-steal0).Milliseconds())/wall.Seconds(), "steal-ms-per-s")
+	}
 }
 
 func isClosed(c <-chan struct{}) bool {
@@ -265,11 +296,12 @@ func cadenceParts(b *testing.B, keys []int64, idx []uint32, mode string) {
 		batchFrom time.Time
 		cpu0      time.Duration
 		wall0     time.Time
+		steal0    time.Duration
 	)
 	runtime.GC() // not the setup's garbage
 	for b.Loop() {
 		if i == 0 {
-			batchFrom, cpu0, wall0 = time.Now(), cpuTime(), time.Now()
+			batchFrom, cpu0, wall0, steal0 = time.Now(), cpuTime(), time.Now(), stealTime()
 		}
 		k := keys[idx[i&mask]]
 		n, err := c.v.Get(k, void)
@@ -295,7 +327,7 @@ func cadenceParts(b *testing.B, keys []int64, idx []uint32, mode string) {
 		maxPause = max(maxPause, now.Sub(batchFrom))
 		batchFrom = now
 	}
-	wall, cpu := time.Since(wall0), cpuTime()-cpu0
+	wall, cpu, steal1 := time.Since(wall0), cpuTime()-cpu0, stealTime()
 	close(stop)
 	<-stopped
 	if snap != nil {
@@ -304,4 +336,7 @@ func cadenceParts(b *testing.B, keys []int64, idx []uint32, mode string) {
 	b.ReportMetric(float64(maxPause)/float64(time.Microsecond), "max-pause-us")
 	b.ReportMetric(float64(captures), "captures")
 	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu-per-s")
+	if steal0 >= 0 && steal1 >= 0 {
+		b.ReportMetric(float64((steal1-steal0).Milliseconds())/wall.Seconds(), "steal-ms-per-s")
+	}
 }
