@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	randv2 "math/rand/v2"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,9 +98,10 @@ const pauseBatch = 64
 // and committed; incremental-share, the share of them that came out
 // incremental; cpu-per-s, the process's CPU seconds per second of the run
 // (about 1 with no checkpoints: the excess is the checkpoint goroutine and
-// the garbage collector).
+// the garbage collector); steal-ms-per-s, the VM's steal time (stealTime);
+// captures, for every=capture-1s.
 //
-// At 10M keys two more cases take a checkpoint apart (cadenceParts):
+// At 10M keys two more cases take a checkpoint apart:
 // every=capture-1s takes a capture every second and holds it until the
 // next, writing nothing, so the writer pays the copies of copy-on-write and
 // nothing else; every=stream-beside takes no checkpoint while another
@@ -146,9 +146,7 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 	var interval time.Duration // 0: busy
 	switch every {
 	case "none", "busy":
-	case "capture-1s", "stream-beside":
-		cadenceParts(b, keys, idx, every)
-		return
+	case "capture-1s", "stream-beside": // see BenchmarkCheckpointCadence
 	default:
 		d, err := time.ParseDuration(every)
 		if err != nil {
@@ -167,8 +165,26 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 		b.Fatal(err)
 	}
 	defer cps.Close()
+	if every == "stream-beside" {
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			// 1 MB a copy: a copy cannot be preempted, and a collection's
+			// stop-the-world would otherwise wait on a 64 MB one,
+			// stopping the writer with it.
+			src, dst := make([]byte, 64<<20), make([]byte, 64<<20)
+			for !isClosed(stop) {
+				for off := 0; off < len(src); off += 1 << 20 {
+					copy(dst[off:off+1<<20], src[off:])
+				}
+			}
+		}()
+		defer func() { close(stop); <-stopped }()
+	}
 
 	var (
+		snap                       *cowstate.Snapshot     // every=capture-1s: the capture held
+		captures                   int                    // every=capture-1s: how many taken
 		cp                         *checkpoint.Checkpoint // the newest taken
 		polled                     = true                 // cp's confirmation picked up
 		id                         uint64
@@ -215,7 +231,21 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 		maxPause = max(maxPause, now.Sub(batchFrom))
 		maxBatch = max(maxBatch, now.Sub(batchFrom))
 		batchFrom = now
-		if every == "none" || !done() {
+		if every == "capture-1s" {
+			if now.Sub(taken) >= time.Second {
+				if snap != nil {
+					snap.Release()
+				}
+				snap, taken = c.b.Snapshot(), now
+				captures++
+				after := time.Now()
+				maxPause = max(maxPause, after.Sub(now))
+				maxTake = max(maxTake, after.Sub(now))
+				batchFrom = after
+			}
+			continue
+		}
+		if every == "none" || every == "stream-beside" || !done() {
 			continue
 		}
 		if !polled { // confirm the last one now, not at the next Checkpoint
@@ -244,6 +274,10 @@ func cadence(b *testing.B, keys []int64, idx []uint32, every string) {
 	if cp != nil && !polled && done() { // one still being written is not counted
 		account()
 	}
+	if snap != nil {
+		snap.Release()
+		b.ReportMetric(float64(captures), "captures")
+	}
 	if testing.Verbose() { // which call was the longest
 		b.Logf("longest batch of %d updates %v, Poll %v, Checkpoint %v", pauseBatch, maxBatch, maxPoll, maxTake)
 	}
@@ -266,77 +300,5 @@ func isClosed(c <-chan struct{}) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// cadenceParts runs the updates of cadence with one part of a checkpoint's
-// cost beside them (see BenchmarkCheckpointCadence): mode capture-1s or
-// stream-beside.
-func cadenceParts(b *testing.B, keys []int64, idx []uint32, mode string) {
-	c := newCounter(b, keys)
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	if mode == "stream-beside" {
-		go func() {
-			defer close(stopped)
-			src, dst := make([]byte, 64<<20), make([]byte, 64<<20)
-			for !isClosed(stop) {
-				copy(dst, src)
-			}
-		}()
-	} else {
-		close(stopped)
-	}
-	var (
-		snap      *cowstate.Snapshot
-		taken     time.Time
-		captures  int
-		maxPause  time.Duration
-		mask      = len(idx) - 1
-		i         int
-		batchFrom time.Time
-		cpu0      time.Duration
-		wall0     time.Time
-		steal0    time.Duration
-	)
-	runtime.GC() // not the setup's garbage
-	for b.Loop() {
-		if i == 0 {
-			batchFrom, cpu0, wall0, steal0 = time.Now(), cpuTime(), time.Now(), stealTime()
-		}
-		k := keys[idx[i&mask]]
-		n, err := c.v.Get(k, void)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := c.v.Put(k, void, n+1); err != nil {
-			b.Fatal(err)
-		}
-		i++
-		if i%pauseBatch != 0 {
-			continue
-		}
-		now := time.Now()
-		if mode == "capture-1s" && now.Sub(taken) >= time.Second {
-			if snap != nil {
-				snap.Release()
-			}
-			snap, taken = c.b.Snapshot(), now
-			captures++
-			now = time.Now()
-		}
-		maxPause = max(maxPause, now.Sub(batchFrom))
-		batchFrom = now
-	}
-	wall, cpu, steal1 := time.Since(wall0), cpuTime()-cpu0, stealTime()
-	close(stop)
-	<-stopped
-	if snap != nil {
-		snap.Release()
-	}
-	b.ReportMetric(float64(maxPause)/float64(time.Microsecond), "max-pause-us")
-	b.ReportMetric(float64(captures), "captures")
-	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu-per-s")
-	if steal0 >= 0 && steal1 >= 0 {
-		b.ReportMetric(float64((steal1-steal0).Milliseconds())/wall.Seconds(), "steal-ms-per-s")
 	}
 }
