@@ -1,13 +1,12 @@
 package delta
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
+	"strings"
+	"unsafe"
 
 	"github.com/cowstate/cowstate/internal/fileformat"
 )
@@ -55,14 +54,7 @@ func MergeFiles(ctx context.Context, w io.Writer, chain ...*Reader) error {
 	slices.Sort(groups)
 	groups = slices.Compact(groups)
 
-	stateIndex := map[string]int{}
-	for i, s := range sortedStates(out) {
-		stateIndex[s] = i
-	}
-	serviceIndex := map[string]int{}
-	for i, t := range sortedServices(out) {
-		serviceIndex[t] = i
-	}
+	ix := indexesOf(out)
 	var m groupMerger
 	sections := make(map[int][]byte, len(groups))
 	for _, g := range groups {
@@ -79,22 +71,22 @@ func MergeFiles(ctx context.Context, w io.Writer, chain ...*Reader) error {
 				return err
 			}
 		}
-		sec, err := m.encode(stateIndex, serviceIndex)
+		sec, _, err := encodeSection(m.states, m.timers, ix)
 		if err != nil {
 			return fmt.Errorf("merge of deltas %d->%d, key group %d: %w", out.Base, out.Target, g, err)
 		}
 		sections[g] = sec
 	}
-	return writeSections(ctx, w, out, groups, func(g int) ([]byte, int) { return sections[g], 0 }, nil)
+	return writeSections(ctx, w, out, groups, func(g int) ([]byte, int, error) { return sections[g], 0, nil }, nil)
 }
 
 // keyedOp is one entry change of a section: its composite key and op.
 type keyedOp struct {
-	ck []byte
+	ck string
 	op entryOp
 }
 
-func compareKeyed(a, b keyedOp) int { return bytes.Compare(a.ck, b.ck) }
+func compareKeyed(a, b keyedOp) int { return strings.Compare(a.ck, b.ck) }
 
 // groupMerger merges one key group's sections, file by file, oldest
 // first: per state, the merged entries so far sorted by key; the timers,
@@ -154,6 +146,7 @@ func (m *groupMerger) add(r *Reader, e fileformat.Section) error {
 		}
 	}
 	err := r.decodeSection(e, func(state string, ck []byte, op entryOp) {
+		// ck aliases the section's buffer, which nothing writes.
 		if cur == nil || state != curState {
 			flush()
 			curState = state
@@ -161,7 +154,7 @@ func (m *groupMerger) add(r *Reader, e fileformat.Section) error {
 				cur = m.run()
 			}
 		}
-		cur = append(cur, keyedOp{ck, op})
+		cur = append(cur, keyedOp{unsafe.String(unsafe.SliceData(ck), len(ck)), op})
 	}, func(t timerKey, present bool) {
 		m.timers[t] = present
 	})
@@ -196,7 +189,7 @@ func (m *groupMerger) add(r *Reader, e fileformat.Section) error {
 func dedupeLast(ops []keyedOp) []keyedOp {
 	out := ops[:0]
 	for i := range ops {
-		if i+1 < len(ops) && bytes.Equal(ops[i].ck, ops[i+1].ck) {
+		if i+1 < len(ops) && ops[i].ck == ops[i+1].ck {
 			continue
 		}
 		out = append(out, ops[i])
@@ -210,7 +203,7 @@ func mergeRuns(dst, a, b []keyedOp) ([]keyedOp, error) {
 	dst = slices.Grow(dst, len(a)+len(b))
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
-		switch c := bytes.Compare(a[i].ck, b[j].ck); {
+		switch c := strings.Compare(a[i].ck, b[j].ck); {
 		case c < 0:
 			dst = append(dst, a[i])
 			i++
@@ -229,41 +222,4 @@ func mergeRuns(dst, a, b []keyedOp) ([]keyedOp, error) {
 	}
 	dst = append(dst, a[i:]...)
 	return append(dst, b[j:]...), nil
-}
-
-// encode encodes the merged group as encodeGroup encodes a Delta's.
-func (m *groupMerger) encode(stateIndex, serviceIndex map[string]int) ([]byte, error) {
-	size := 1
-	for _, ops := range m.states {
-		for _, o := range ops {
-			size += len(o.ck) + len(o.op.cell) + 8
-		}
-	}
-	sec := make([]byte, 0, size+32*len(m.timers))
-	for _, state := range slices.Sorted(maps.Keys(m.states)) {
-		ops := m.states[state]
-		if len(ops) == 0 {
-			continue
-		}
-		si, ok := stateIndex[state]
-		if !ok {
-			return nil, fmt.Errorf("%w: state %q is not in the newest delta's metadata", ErrMismatch, state)
-		}
-		sec = append(sec, tagState)
-		sec = binary.AppendUvarint(sec, uint64(si))
-		sec = binary.AppendUvarint(sec, uint64(len(ops)))
-		for _, o := range ops {
-			sec = appendEntry(sec, o.op.kind(), o.ck, o.op.cell, o.op.partList())
-		}
-	}
-	timers := make([]timerChange, 0, len(m.timers))
-	for t, present := range m.timers {
-		si, ok := serviceIndex[t.service]
-		if !ok {
-			return nil, fmt.Errorf("%w: timer service %q is not in the newest delta's metadata", ErrMismatch, t.service)
-		}
-		timers = append(timers, timerChange{service: si, domain: t.domain, t: t.timer(), present: present})
-	}
-	sec = appendTimers(sec, timers)
-	return append(sec, tagEnd), nil
 }

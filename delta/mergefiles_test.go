@@ -55,43 +55,34 @@ func drawOp(rt *rapid.T) *entryOp {
 // written twice, a decoy first (a reader keeps the later): valid files
 // that Write never makes, as WriteDiff's are in hash order.
 func writeScrambled(t *testing.T, d *Delta, rng *rand.Rand) []byte {
-	stateIndex := map[string]int{}
-	for i, s := range sortedStates(d) {
-		stateIndex[s] = i
-	}
-	serviceIndex := map[string]int{}
-	for i, s := range sortedServices(d) {
-		serviceIndex[s] = i
-	}
+	ix := indexesOf(d)
 	var buf bytes.Buffer
-	err := writeSections(context.Background(), &buf, d, d.Groups(), func(g int) ([]byte, int) {
+	err := writeSections(context.Background(), &buf, d, d.Groups(), func(g int) ([]byte, int, error) {
 		gr := d.groups[g]
 		var sec []byte
 		for state, ops := range gr.states {
+			keys := sortedKeys(ops)
 			var entries []keyedOp
-			for _, i := range rng.Perm(len(ops)) {
-				ck := sortedKeys(ops)[i]
+			for _, i := range rng.Perm(len(keys)) {
 				if rng.IntN(4) == 0 { // a decoy anywhere before the key's op
 					at := rng.IntN(len(entries) + 1)
-					entries = slices.Insert(entries, at, keyedOp{[]byte(ck), entryOp{put: true, cell: []byte("decoy")}})
+					entries = slices.Insert(entries, at, keyedOp{keys[i], entryOp{put: true, cell: []byte("decoy")}})
 				}
-				entries = append(entries, keyedOp{[]byte(ck), *ops[ck]})
+				entries = append(entries, keyedOp{keys[i], *ops[keys[i]]})
 			}
 			cut := rng.IntN(len(entries) + 1)
 			for _, run := range [][]keyedOp{entries[:cut], entries[cut:]} {
 				sec = append(sec, tagState)
-				sec = binary.AppendUvarint(sec, uint64(stateIndex[state]))
+				sec = binary.AppendUvarint(sec, uint64(ix.states[state]))
 				sec = binary.AppendUvarint(sec, uint64(len(run)))
 				for _, e := range run {
-					sec = appendEntry(sec, e.op.kind(), e.ck, e.op.cell, e.op.partList())
+					sec = appendEntry(sec, e.op.kind(), []byte(e.ck), e.op.cell, e.op.partList())
 				}
 			}
 		}
-		var timers []timerChange
-		for tk, present := range gr.timers {
-			timers = append(timers, timerChange{service: serviceIndex[tk.service], domain: tk.domain, t: tk.timer(), present: present})
-		}
-		return append(appendTimers(sec, timers), tagEnd), 0
+		// The timers as Write writes them: a section of no states.
+		timers, _, err := encodeSection(nil, gr.timers, ix)
+		return append(sec, timers...), 0, err
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

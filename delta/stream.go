@@ -130,7 +130,7 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Source, base, target
 	}
 
 	groups := slices.Sorted(maps.Keys(sections))
-	err = writeSections(ctx, w, d, groups, func(g int) ([]byte, int) { return append(sections[g], tagEnd), 0 }, nil)
+	err = writeSections(ctx, w, d, groups, func(g int) ([]byte, int, error) { return append(sections[g], tagEnd), 0, nil }, nil)
 	if err != nil {
 		return 0, false, err
 	}

@@ -3,6 +3,7 @@ package delta
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 
 	"github.com/cespare/xxhash/v2"
@@ -34,26 +35,21 @@ const (
 // Write encodes d to w in the delta format (see doc.go): header, one
 // section per changed key group, index, footer. The encoding is canonical:
 // equal deltas give equal bytes. ctx is checked between sections; prog,
-// if not nil, counts bytes and changes as they are written. Any goroutine;
-// d must not be modified meanwhile.
+// if not nil, counts bytes and changes as they are written. A change of a
+// state or timer service d.Meta does not list is an error matching
+// ErrMismatch. Any goroutine; d must not be modified meanwhile.
 func Write(ctx context.Context, w io.Writer, d *Delta, prog *snapshot.Progress) error {
-	stateIndex := map[string]int{}
-	for i, s := range sortedStates(d) {
-		stateIndex[s] = i
-	}
-	serviceIndex := map[string]int{}
-	for i, t := range sortedServices(d) {
-		serviceIndex[t] = i
-	}
-	return writeSections(ctx, w, d, d.Groups(), func(g int) ([]byte, int) {
-		return encodeGroup(d.groups[g], stateIndex, serviceIndex)
+	ix := indexesOf(d)
+	return writeSections(ctx, w, d, d.Groups(), func(g int) ([]byte, int, error) {
+		return encodeGroup(d.groups[g], ix)
 	}, prog)
 }
 
 // writeSections writes a delta file: the header of d, the section of each
 // of groups in order (section returns its bytes, end tag included, and its
-// number of changes), the index and the footer.
-func writeSections(ctx context.Context, w io.Writer, d *Delta, groups []int, section func(g int) ([]byte, int), prog *snapshot.Progress) error {
+// number of changes, or an error that ends the write), the index and the
+// footer.
+func writeSections(ctx context.Context, w io.Writer, d *Delta, groups []int, section func(g int) ([]byte, int, error), prog *snapshot.Progress) error {
 	meta := snapshot.AppendMeta(nil, d.Meta)
 	buf := append([]byte(headerMagic), 0, formatVersion)
 	buf = binary.BigEndian.AppendUint64(buf, d.Base)
@@ -78,7 +74,10 @@ func writeSections(ctx context.Context, w io.Writer, d *Delta, groups []int, sec
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		sec, n := section(g)
+		sec, n, err := section(g)
+		if err != nil {
+			return err
+		}
 		index = fileformat.AppendSection(index, fileformat.Section{Group: g, Off: off, Length: int64(len(sec)), Sum: xxhash.Sum64(sec)})
 		if err := emit(sec); err != nil {
 			return err
@@ -113,36 +112,76 @@ func sortedServices(d *Delta) []string {
 	return sortedKeys(names)
 }
 
-// encodeGroup encodes one key group's section; n counts its changes.
-func encodeGroup(gr *group, stateIndex, serviceIndex map[string]int) (sec []byte, n int) {
+// indexes numbers the states and timer services of a delta's metadata as
+// a section refers to them: by position in name order (see sortedStates).
+type indexes struct{ states, services map[string]int }
+
+func indexesOf(d *Delta) indexes {
+	ix := indexes{states: map[string]int{}, services: map[string]int{}}
+	for i, s := range sortedStates(d) {
+		ix.states[s] = i
+	}
+	for i, t := range sortedServices(d) {
+		ix.services[t] = i
+	}
+	return ix
+}
+
+// encodeGroup encodes one key group's section of a Delta; n counts its
+// changes.
+func encodeGroup(gr *group, ix indexes) (sec []byte, n int, err error) {
+	states := make(map[string][]keyedOp, len(gr.states))
+	for state, ops := range gr.states {
+		run := make([]keyedOp, 0, len(ops))
+		for _, ck := range sortedKeys(ops) {
+			run = append(run, keyedOp{ck, *ops[ck]})
+		}
+		states[state] = run
+	}
+	return encodeSection(states, gr.timers, ix)
+}
+
+// encodeSection encodes a key group's section: each state's entries (runs
+// sorted by composite key, each key once) as one state record, states and
+// timer services numbered by ix, timers in firing order. n counts the
+// changes. A state or service ix does not number is an error matching
+// ErrMismatch.
+func encodeSection(states map[string][]keyedOp, timers map[timerKey]bool, ix indexes) (sec []byte, n int, err error) {
 	size := 1
-	for _, ops := range gr.states {
-		for ck, op := range ops {
-			size += len(ck) + len(op.cell) + 8
+	for _, ops := range states {
+		for _, o := range ops {
+			size += len(o.ck) + len(o.op.cell) + 8
 		}
 	}
-	sec = make([]byte, 0, size+32*len(gr.timers))
-	for _, state := range sortedKeys(gr.states) {
-		ops := gr.states[state]
+	sec = make([]byte, 0, size+32*len(timers))
+	for _, state := range sortedKeys(states) {
+		ops := states[state]
 		if len(ops) == 0 {
 			continue
 		}
+		si, ok := ix.states[state]
+		if !ok {
+			return nil, 0, fmt.Errorf("%w: state %q is not in the delta's metadata", ErrMismatch, state)
+		}
 		sec = append(sec, tagState)
-		sec = binary.AppendUvarint(sec, uint64(stateIndex[state]))
+		sec = binary.AppendUvarint(sec, uint64(si))
 		sec = binary.AppendUvarint(sec, uint64(len(ops)))
-		for _, ck := range sortedKeys(ops) {
-			op := ops[ck]
-			sec = appendEntry(sec, op.kind(), []byte(ck), op.cell, op.partList())
+		for _, o := range ops {
+			sec = appendEntry(sec, o.op.kind(), []byte(o.ck), o.op.cell, o.op.partList())
 		}
 		n += len(ops)
 	}
-	timers := make([]timerChange, 0, len(gr.timers))
-	for t, present := range gr.timers {
-		timers = append(timers, timerChange{service: serviceIndex[t.service], domain: t.domain, t: t.timer(), present: present})
+	changes := make([]timerChange, 0, len(timers))
+	for t, present := range timers {
+		si, ok := ix.services[t.service]
+		if !ok {
+			return nil, 0, fmt.Errorf("%w: timer service %q is not in the delta's metadata", ErrMismatch, t.service)
+		}
+		changes = append(changes, timerChange{service: si, domain: t.domain, t: t.timer(), present: present})
 	}
-	sec = appendTimers(sec, timers)
-	n += len(timers)
-	return append(sec, tagEnd), n
+	sec = appendTimers(sec, changes)
+	n += len(changes)
+	return append(sec, tagEnd), n, nil
 }
 
 // kind returns the op code an entry op is written with.
