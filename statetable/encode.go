@@ -68,17 +68,13 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 		})
 		return dst, n
 	}
-	enc, fixed := c.cell.enc, c.cell.fixed
+	cc := &c.cell
 	var order []int // a run of equal hashes, sorted by key
 	v.k15.ScanLeaves(lo, hi, func(ents []cow.MapEntry[key15, C]) bool {
 		n += len(ents)
 		for i := 0; i < len(ents); i++ {
 			if i+1 == len(ents) || ents[i+1].Hash != ents[i].Hash {
-				if fixed.w != 0 {
-					dst = appendEntry15Fixed(dst, &ents[i].Key, unsafe.Pointer(&ents[i].Val), fixed)
-				} else {
-					dst = appendEntry15(dst, &ents[i].Key, ents[i].Val, enc)
-				}
+				dst = appendEntry15(dst, &ents[i].Key, &ents[i].Val, cc)
 				continue
 			}
 			// Equal hashes (keys whose 40-bit hashes collide) are in
@@ -93,7 +89,7 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 			}
 			slices.SortFunc(order, func(a, b int) int { return cmp.Compare(keyStr(&ents[a].Key), keyStr(&ents[b].Key)) })
 			for _, k := range order {
-				dst = appendEntry15(dst, &ents[k].Key, ents[k].Val, enc)
+				dst = appendEntry15(dst, &ents[k].Key, &ents[k].Val, cc)
 			}
 			i = j - 1
 		}
@@ -102,11 +98,15 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 	return dst, n
 }
 
-// appendEntry15Fixed is appendEntry15 for a cell of a fixed-width codec
-// (f.w != 0), at p: the cell encoded inline (fixedInt.encode) rather than
-// through the codec, a call per entry: BenchmarkSnapshotWrite at 1M takes
-// 16.4-17.0 ms against 18.6-19.0 through the codec, side by side.
-func appendEntry15Fixed(dst []byte, k *key15, p unsafe.Pointer, f fixedInt) []byte {
+// appendEntry15 appends the key blob and the cell blob of an entry of an
+// inline key of at most 15 bytes. The key blob is the key's own first
+// k.n+1 bytes (its length byte is the blob's one-byte length), copied as
+// one 16-byte store. A cell of a fixed-width codec is encoded inline
+// (fixedInt.encode), with no call through the codec: BenchmarkSnapshotWrite
+// at 1M takes 16.4-17.0 ms against 18.6-19.0 through the codec, side by
+// side. Otherwise the cell's length byte is reserved before the codec
+// appends the cell, and the cell moved only if its length takes more.
+func appendEntry15[C any](dst []byte, k *key15, cell *C, cc *cellCodec[C]) []byte {
 	l := len(dst)
 	if cap(dst)-l < 16+1+8 {
 		dst = slices.Grow(dst, 16+1+8+l/4)
@@ -114,26 +114,13 @@ func appendEntry15Fixed(dst []byte, k *key15, p unsafe.Pointer, f fixedInt) []by
 	dst = dst[:l+16]
 	*(*[16]byte)(dst[l:]) = *(*[16]byte)(unsafe.Pointer(k))
 	l += int(k.n) + 1
-	dst = dst[:l+1+f.w]
-	dst[l] = byte(f.w)
-	f.encode(dst[l+1:], p)
-	return dst
-}
-
-// appendEntry15 appends the key blob and the cell blob of an entry of an
-// inline key of at most 15 bytes. The key blob is the key's own first
-// k.n+1 bytes (its length byte is the blob's one-byte length), copied as
-// one 16-byte store; the cell's length byte is reserved before the codec
-// appends the cell, and the cell moved only if its length takes more.
-func appendEntry15[C any](dst []byte, k *key15, cell C, enc func([]byte, C) []byte) []byte {
-	l := len(dst)
-	if cap(dst)-l < 17 {
-		dst = slices.Grow(dst, 17+l/4)
+	if w := cc.fixed.w; w != 0 {
+		dst = dst[:l+1+w]
+		dst[l] = byte(w)
+		cc.fixed.encode(dst[l+1:], unsafe.Pointer(cell))
+		return dst
 	}
-	dst = dst[:l+16]
-	*(*[16]byte)(dst[l:]) = *(*[16]byte)(unsafe.Pointer(k))
-	l += int(k.n) + 1
-	dst = enc(dst[:l+1], cell)
+	dst = cc.enc(dst[:l+1], *cell)
 	switch cl := len(dst) - l - 1; {
 	case cl < 0x80:
 		dst[l] = byte(cl)
