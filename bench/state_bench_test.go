@@ -23,7 +23,8 @@ func newBackend(b *testing.B) *cowstate.Backend {
 // impl=cowstate goes through a value state (encode the key, hash it, check
 // its key group, get, put); impl=gomap is the naive in-memory backend, a
 // map[string]int64 keyed by the encoded key. The ttl= runs are the value
-// state with its TTL off and on (see valueUpdateTTL).
+// state with its TTL off and on (see valueUpdateTTL); impl=cowstate-update
+// is impl=cowstate's read-modify-write as one ValueState.Update call.
 func BenchmarkValueUpdate(b *testing.B) {
 	for _, size := range []int{1_000_000} {
 		keys := randomKeys(size)
@@ -34,6 +35,25 @@ func BenchmarkValueUpdate(b *testing.B) {
 				b.Fatal(err)
 			}
 			valueUpdate(b, v, keys, nil)
+		})
+		b.Run(fmt.Sprintf("size=%d/impl=cowstate-update", size), func(b *testing.B) {
+			be := newBackend(b)
+			v, err := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, k := range keys {
+				if err := v.Put(k, void, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := newPicker(size)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := v.Update(keys[p.next()], void, increment); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 		b.Run(fmt.Sprintf("size=%d/impl=gomap", size), func(b *testing.B) {
 			m := make(map[string]int64)
@@ -52,6 +72,8 @@ func BenchmarkValueUpdate(b *testing.B) {
 		valueUpdateTTL(b, size, keys)
 	}
 }
+
+func increment(n int64) int64 { return n + 1 }
 
 // BenchmarkListAdd appends to the list state of random keys (100000 keys).
 func BenchmarkListAdd(b *testing.B) {

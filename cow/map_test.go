@@ -110,6 +110,33 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 			slices.SortFunc(run, func(a, b MapEntry[int, int]) int { return cmp.Compare(a.Hash, b.Hash) })
 			mm.m.SetRun(run)
 		},
+		"FindStore": func(t *rapid.T) {
+			// A read-modify-write through Find and Store, sometimes with a
+			// write of another key or a capture between the two: Store
+			// must then walk again rather than write where Find was.
+			k, v := mm.keys.Draw(t, "k"), rapid.IntRange(0, 3).Draw(t, "v")
+			want, had := mm.model[k]
+			old, p, ok := mm.m.Find(mm.m.hash(k), k)
+			if ok != had || old != want {
+				t.Fatalf("Find(%d) = %d,%v; model %d,%v", k, old, ok, want, had)
+			}
+			switch rapid.IntRange(0, 3).Draw(t, "between") {
+			case 1:
+				k2, v2 := mm.keys.Draw(t, "k2"), rapid.IntRange(0, 3).Draw(t, "v2")
+				mm.m.Set(k2, v2)
+				mm.model[k2] = v2
+			case 2:
+				k2 := mm.keys.Draw(t, "k2")
+				mm.m.Delete(k2)
+				delete(mm.model, k2)
+			case 3:
+				if len(mm.frozen) < 6 {
+					mm.frozen = append(mm.frozen, frozenMap{mm.m.Snapshot(), maps.Clone(mm.model)})
+				}
+			}
+			mm.m.Store(&p, mm.m.hash(k), k, v, nil)
+			mm.model[k] = v
+		},
 		"Delete": func(t *rapid.T) {
 			k := mm.keys.Draw(t, "k")
 			want, had := mm.model[k]

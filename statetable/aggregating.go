@@ -65,14 +65,12 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) Add(key K, ns N, in IN) error {
 		}
 		return s.ttl.putLive(key, ns, s.fn.Add(in, acc), now)
 	}
-	acc, ok, err := s.get(key, ns)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		acc = s.fn.CreateAccumulator()
-	}
-	return s.put(key, ns, s.fn.Add(in, acc))
+	return s.update(key, ns, func(acc ACC, ok bool) ACC {
+		if !ok {
+			acc = s.fn.CreateAccumulator()
+		}
+		return s.fn.Add(in, acc)
+	})
 }
 
 // Get returns the result of the accumulator of (key, ns), and whether there

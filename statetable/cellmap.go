@@ -119,6 +119,31 @@ func (m *cellMap[C]) set(h uint64, ck string, cell C, clone bool) {
 	}
 }
 
+// update stores f(old, ok) as the cell of ck, where old and ok are its
+// cell and whether it has one: one walk of the map when the leaf is the
+// writer's (cow.Map.Find, Store). With clone, a new long key is copied
+// first, as set. f may read and write other states; the store then walks
+// again.
+func (m *cellMap[C]) update(h uint64, ck string, clone bool, f func(old C, ok bool) C) {
+	switch {
+	case len(ck) <= key15Max:
+		k := makeKey[key15](ck)
+		old, p, ok := m.k15.Find(h, k)
+		m.k15.Store(&p, h, k, f(old, ok), nil)
+	case len(ck) <= key31Max:
+		k := makeKey[key31](ck)
+		old, p, ok := m.k31.Find(h, k)
+		m.k31.Store(&p, h, k, f(old, ok), nil)
+	default:
+		old, p, ok := m.long.Find(h, ck)
+		var keep func(string) string
+		if clone {
+			keep = strings.Clone
+		}
+		m.long.Store(&p, h, ck, f(old, ok), keep)
+	}
+}
+
 // delete removes the cell of ck, if present.
 func (m *cellMap[C]) delete(h uint64, ck string) {
 	switch {

@@ -3,6 +3,7 @@ package statetable
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"unsafe"
 
@@ -32,10 +33,16 @@ type cells[K, N, C any] struct {
 	cell     cellCodec[C]
 	parts    *cellParts[C] // list and map states only
 	ttl      *ttlHooks[C]  // states with a TTL only
+	// fixedKey is the key codec's fixedInt when N is VoidNamespace: the
+	// composite key is then built inline as a key15 (locateFixed).
+	fixedKey fixedInt
 }
 
 func newCells[K, N, C any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], equal func(a, b C) bool) *cells[K, N, C] {
 	c := &cells[K, N, C]{t: t, info: info, kc: kc, nc: nc, nillable: nillable[N]()}
+	if _, void := any(nc).(voidCodec); void {
+		c.fixedKey = fixedOf(kc)
+	}
 	c.m = newCellMap(t.owner, equal)
 	return c
 }
@@ -56,9 +63,9 @@ func (c *cells[K, N, C]) locate(key K, ns N) (uint64, string, error) {
 	start := 5 - n
 	copy(b[start:], lenBuf[:n])
 	keyHash := HashKey(b[5:])
-	if g := KeyGroupOf(keyHash, c.t.maxPar); !c.t.owned.Contains(g) {
+	if err := c.checkGroup(keyHash); err != nil {
 		c.buf = b
-		return 0, "", fmt.Errorf("%w: state %q: key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, c.t.owned)
+		return 0, "", err
 	}
 	nsStart := len(b)
 	b = c.nc.Append(b, ns)
@@ -68,8 +75,60 @@ func (c *cells[K, N, C]) locate(key K, ns N) (uint64, string, error) {
 	return h, unsafe.String(unsafe.SliceData(ck), len(ck)), nil
 }
 
+// checkGroup returns an error unless the table owns the key group of a
+// key with hash keyHash.
+func (c *cells[K, N, C]) checkGroup(keyHash uint64) error {
+	if c.t.ownsAll {
+		return nil
+	}
+	if g := KeyGroupOf(keyHash, c.t.maxPar); !c.t.owned.Contains(g) {
+		return fmt.Errorf("%w: state %q: key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, c.t.owned)
+	}
+	return nil
+}
+
+// voidLow is the namespace part of the entry hash of VoidNamespace's
+// encoding (nothing): see EntryHash.
+var voidLow = EntryHash(0, nil)
+
+// locateFixed is locate for a state whose key codec is fixed-width and
+// whose namespace is VoidNamespace (c.fixedKey.w != 0): the composite key
+// (the length byte, then the key's w bytes) is built in a key15 with no
+// call through the codec and no scratch buffer, and an 8-byte key is
+// hashed inline. It returns what locate returns, the key as the map holds
+// it. Every state of integer keys without windows goes this way: the
+// per-event path of BenchmarkJob.
+func (c *cells[K, N, C]) locateFixed(key K) (uint64, key15, error) {
+	f := c.fixedKey
+	k := key15{n: uint8(1 + f.w)}
+	k.b[0] = uint8(f.w)
+	var keyHash uint64
+	if f.w == 8 {
+		u := *(*uint64)(unsafe.Pointer(&key)) ^ f.flip
+		binary.BigEndian.PutUint64(k.b[1:9], u)
+		keyHash = hash8(bits.ReverseBytes64(u)) // HashKey of the big-endian bytes
+	} else {
+		f.encode(k.b[1:1+f.w], unsafe.Pointer(&key))
+		keyHash = HashKey(k.b[1 : 1+f.w])
+	}
+	if err := c.checkGroup(keyHash); err != nil {
+		return 0, k, err
+	}
+	const low = 1<<(64-keyHashBits) - 1
+	return keyHash&^low | voidLow, k, nil
+}
+
 // get returns the cell of (key, ns).
 func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
+	if c.fixedKey.w != 0 {
+		h, k, err := c.locateFixed(key)
+		if err != nil {
+			var zero C
+			return zero, false, err
+		}
+		v, ok := c.m.k15.GetHashed(h, k)
+		return v, ok, nil
+	}
 	h, ck, err := c.locate(key, ns)
 	if err != nil {
 		var zero C
@@ -81,6 +140,13 @@ func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 
 // put stores the cell of (key, ns).
 func (c *cells[K, N, C]) put(key K, ns N, v C) error {
+	if c.fixedKey.w != 0 {
+		h, k, err := c.locateFixed(key)
+		if err == nil {
+			c.m.k15.SetHashed(h, k, v, nil)
+		}
+		return err
+	}
 	h, ck, err := c.locate(key, ns)
 	if err != nil {
 		return err
@@ -89,8 +155,40 @@ func (c *cells[K, N, C]) put(key K, ns N, v C) error {
 	return nil
 }
 
+// update stores f(old, ok) as the cell of (key, ns), where old and ok are
+// its cell and whether it has one: the key is encoded and hashed once, and
+// the map walked once when the leaf is the writer's (cellMap.update). f
+// may use the state itself (the scratch buffer is set aside meanwhile).
+func (c *cells[K, N, C]) update(key K, ns N, f func(old C, ok bool) C) error {
+	if c.fixedKey.w != 0 {
+		h, k, err := c.locateFixed(key)
+		if err != nil {
+			return err
+		}
+		old, p, ok := c.m.k15.Find(h, k)
+		c.m.k15.Store(&p, h, k, f(old, ok), nil)
+		return nil
+	}
+	h, ck, err := c.locate(key, ns)
+	if err != nil {
+		return err
+	}
+	buf := c.buf
+	c.buf = nil // ck aliases it: a locate inside f gets a buffer of its own
+	c.m.update(h, ck, true, f)
+	c.buf = buf
+	return nil
+}
+
 // clear removes the cell of (key, ns).
 func (c *cells[K, N, C]) clear(key K, ns N) error {
+	if c.fixedKey.w != 0 {
+		h, k, err := c.locateFixed(key)
+		if err == nil {
+			c.m.k15.DeleteHashed(h, k)
+		}
+		return err
+	}
 	h, ck, err := c.locate(key, ns)
 	if err != nil {
 		return err

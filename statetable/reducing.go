@@ -72,14 +72,12 @@ func (s *ReducingState[K, N, V]) Add(key K, ns N, v V) error {
 		}
 		return s.ttl.putLive(key, ns, v, now)
 	}
-	old, ok, err := s.get(key, ns)
-	if err != nil {
-		return err
-	}
-	if ok {
-		v = s.reduce(old, v)
-	}
-	return s.put(key, ns, v)
+	return s.update(key, ns, func(old V, ok bool) V {
+		if ok {
+			return s.reduce(old, v)
+		}
+		return v
+	})
 }
 
 // Clear removes the value of (key, ns). Writer goroutine only.

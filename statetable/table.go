@@ -35,9 +35,11 @@ type Table struct {
 	owner  *cow.Owner
 	maxPar int
 	owned  KeyGroupRange
-	states map[string]registered
-	names  []string // registration order
-	clock  func() int64
+	// ownsAll: owned is every key group, so a key needs no check.
+	ownsAll bool
+	states  map[string]registered
+	names   []string // registration order
+	clock   func() int64
 	// pinned: TTL states read pinnedAt instead of the clock (PinTime).
 	pinned   bool
 	pinnedAt int64
@@ -69,7 +71,7 @@ func NewTable(owner *cow.Owner, cfg Config) (*Table, error) {
 	if clock == nil {
 		clock = func() int64 { return time.Now().UnixMilli() }
 	}
-	return &Table{owner: owner, maxPar: maxPar, owned: owned, states: map[string]registered{}, clock: clock, lastNow: math.MinInt64}, nil
+	return &Table{owner: owner, maxPar: maxPar, owned: owned, ownsAll: owned == AllKeyGroups(maxPar), states: map[string]registered{}, clock: clock, lastNow: math.MinInt64}, nil
 }
 
 // Owner returns the owner of every structure of the table.

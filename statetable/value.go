@@ -83,6 +83,29 @@ func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
 	return s.put(key, ns, v)
 }
 
+// Update sets the value of (key, ns) to f of its value (the default if it
+// has none): a read-modify-write, Get then Put, with the key encoded and
+// hashed once and, when the entry's leaf is the writer's, one walk of the
+// map instead of two (BenchmarkJob). f may read and write states of the
+// backend, this one included (the write then walks again); what f returns
+// is kept as Put keeps it, and an equal value changes nothing. With a TTL,
+// as Get then Put. Writer goroutine only.
+func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
+	if s.ttl != nil {
+		v, err := s.Get(key, ns)
+		if err != nil {
+			return err
+		}
+		return s.ttl.putLive(key, ns, f(v), s.ttl.now())
+	}
+	return s.update(key, ns, func(old V, ok bool) V {
+		if !ok {
+			old = s.def
+		}
+		return f(old)
+	})
+}
+
 // Clear removes the value of (key, ns). Writer goroutine only.
 func (s *ValueState[K, N, V]) Clear(key K, ns N) error {
 	if s.ttl != nil {

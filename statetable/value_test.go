@@ -2,6 +2,8 @@ package statetable
 
 import (
 	"errors"
+	"maps"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -104,5 +106,158 @@ func TestValueState_Reregister(t *testing.T) {
 		func(b []byte) (uint64, error) { v, err := Int64.Decode(b); return uint64(v), err })
 	if _, err := NewValue(tb, "count", String, String, sameID, 10); !errors.Is(err, ErrStateMismatch) {
 		t.Fatalf("another Go type behind the same codec ID: %v", err)
+	}
+}
+
+// Update is Get then Put: checked against a Go map for integer keys with no
+// namespace (the inline composite key of locateFixed) and string keys with
+// a namespace, with captures taken and released between updates and each
+// captured version checked against the model frozen at its capture, and
+// with f writing the state itself (another key, and the same key).
+func TestValueState_UpdateIsGetThenPut(t *testing.T) {
+	tab, err := NewTable(cow.NewOwner(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints, err := NewValue(tab, "ints", Int64, Void, Int64, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strs, err := NewValue(tab, "strs", String, String, Int64, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type frozen struct {
+		snap       *Snapshot
+		ints, strs map[int64]int64
+	}
+	var live []frozen
+	model := map[string]map[int64]int64{"ints": {}, "strs": {}}
+	get := func(m map[int64]int64, k int64) int64 {
+		if v, ok := m[k]; ok {
+			return v
+		}
+		return -1
+	}
+	key := func(k int64) string { return strings.Repeat("k", int(k%40)) + strconv.FormatInt(k, 10) } // short and long
+	for i := range 20000 {
+		k := int64(i*7919) % 3000
+		switch i % 5 {
+		case 0, 1, 2: // plain increments
+			if err := ints.Update(k, VoidNamespace{}, func(v int64) int64 { return v + 1 }); err != nil {
+				t.Fatal(err)
+			}
+			model["ints"][k] = get(model["ints"], k) + 1
+			if err := strs.Update(key(k), "ns", func(v int64) int64 { return v + 2 }); err != nil {
+				t.Fatal(err)
+			}
+			model["strs"][k] = get(model["strs"], k) + 2
+		case 3: // f writes another key of the same state, then the result lands
+			other := (k + 1) % 3000
+			if err := ints.Update(k, VoidNamespace{}, func(v int64) int64 {
+				if err := ints.Put(other, VoidNamespace{}, 100); err != nil {
+					t.Fatal(err)
+				}
+				return v * 2
+			}); err != nil {
+				t.Fatal(err)
+			}
+			old := get(model["ints"], k)
+			model["ints"][other] = 100
+			model["ints"][k] = old * 2
+			if err := strs.Update(key(k), "ns", func(v int64) int64 {
+				if _, err := strs.Get(key(other), "other ns"); err != nil { // a locate of its own
+					t.Fatal(err)
+				}
+				return v + 5
+			}); err != nil {
+				t.Fatal(err)
+			}
+			model["strs"][k] = get(model["strs"], k) + 5
+		case 4: // f writes the same key: f's result wins, as with Get then Put
+			if err := ints.Update(k, VoidNamespace{}, func(v int64) int64 {
+				if err := ints.Clear(k, VoidNamespace{}); err != nil {
+					t.Fatal(err)
+				}
+				return v + 10
+			}); err != nil {
+				t.Fatal(err)
+			}
+			model["ints"][k] = get(model["ints"], k) + 10
+		}
+		if i%997 == 0 && len(live) < 4 {
+			live = append(live, frozen{tab.View(tab.Owner().Capture()), maps.Clone(model["ints"]), maps.Clone(model["strs"])})
+		}
+		if i%1499 == 0 && len(live) > 0 {
+			live[0].snap.Capture().Release()
+			live = live[1:]
+		}
+	}
+	for k := int64(0); k < 3000; k++ {
+		if v, err := ints.Get(k, VoidNamespace{}); err != nil || v != get(model["ints"], k) {
+			t.Fatalf("ints %d = %d, %v; want %d", k, v, err, get(model["ints"], k))
+		}
+		if v, err := strs.Get(key(k), "ns"); err != nil || v != get(model["strs"], k) {
+			t.Fatalf("strs %q = %d, %v; want %d", key(k), v, err, get(model["strs"], k))
+		}
+		for _, f := range live {
+			if v, err := ints.GetAt(f.snap, k, VoidNamespace{}); err != nil || v != get(f.ints, k) {
+				t.Fatalf("ints %d at a snapshot = %d, %v; want %d as captured", k, v, err, get(f.ints, k))
+			}
+			if v, err := strs.GetAt(f.snap, key(k), "ns"); err != nil || v != get(f.strs, k) {
+				t.Fatalf("strs %q at a snapshot = %d, %v; want %d as captured", key(k), v, err, get(f.strs, k))
+			}
+		}
+	}
+	if got, want := ints.Count(), len(model["ints"]); got != want {
+		t.Fatalf("ints Count = %d, want %d", got, want)
+	}
+	for _, f := range live {
+		f.snap.Capture().Release()
+	}
+}
+
+// An Update of a key in a key group the table does not own is an error
+// matching ErrKeyGroupNotOwned, and f is not called; on the fixed-width path
+// as on the general one.
+func TestValueState_UpdateKeyGroupNotOwned(t *testing.T) {
+	half, err := NewTable(cow.NewOwner(), Config{MaxParallelism: 16, KeyGroups: &KeyGroupRange{First: 0, Last: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints, err := NewValue(half, "ints", Int64, Void, Int64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strs, err := NewValue(half, "strs", String, Void, Int64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refusedInt, refusedStr int
+	for k := range int64(64) {
+		called := false
+		f := func(v int64) int64 { called = true; return v + 1 }
+		err := ints.Update(k, VoidNamespace{}, f)
+		if errors.Is(err, ErrKeyGroupNotOwned) {
+			refusedInt++
+			if called {
+				t.Fatalf("key %d: f called for a key group not owned", k)
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		called = false
+		err = strs.Update(string(rune('a'+k)), VoidNamespace{}, f)
+		if errors.Is(err, ErrKeyGroupNotOwned) {
+			refusedStr++
+			if called {
+				t.Fatalf("key %q: f called for a key group not owned", string(rune('a'+k)))
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refusedInt == 0 || refusedInt == 64 || refusedStr == 0 || refusedStr == 64 {
+		t.Fatalf("refused %d and %d of 64 keys; want some of each, with half the key groups owned", refusedInt, refusedStr)
 	}
 }

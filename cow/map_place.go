@@ -1,0 +1,117 @@
+package cow
+
+import "unsafe"
+
+// Place is where Map.Find found a key: Map.Store writes the key's new
+// value there without walking down again, when nothing was written and no
+// capture taken since the Find and the path to the key's leaf is the
+// writer's; otherwise Store is Set. A Place is a value the caller keeps
+// on its stack between the two calls; it holds no reference a capture or
+// a later write depends on.
+type Place[K comparable, V any] struct {
+	e *mapEntry[K, V] // the key's entry; nil: Store walks (absent, or a path shared with a capture)
+	// parent is the leaf's branch (nil for the root leaf, or when no
+	// capture was live at the Find: the leaf is then the writer's and no
+	// diff can need its bounds); slot the leaf's slot in it.
+	parent   *mapBranch[K, V]
+	slot     int32
+	i, n     int32 // the entry's index in its leaf, the leaf's length
+	copyLeaf bool  // the leaf is shared with a capture: Store copies it
+	rootLeaf bool  // the leaf is the root, found with a capture live
+	writes   uint64
+	epoch    uint64
+}
+
+// Find returns the value of k (hash h), whether it is present, and its
+// Place, for a Store of the key's new value (a read-modify-write: one walk
+// instead of a Get's and a Set's). It reads what Get reads, and with a
+// capture live also the epochs of the branches on the way (as a Set's
+// in-place path does). Writer goroutine only: the Place is for the
+// writer's own Store.
+func (m *Map[K, V]) Find(h uint64, k K) (V, Place[K, V], bool) {
+	high := m.owner.high.Load()
+	p := Place[K, V]{writes: m.owner.writes, epoch: m.owner.epoch}
+	if high == 0 {
+		// No capture live: every node the live root reaches is the
+		// writer's (see SetHashed), so the entry is written where it is.
+		v, e, ok := m.root.lookupAt(h, k)
+		p.e = e
+		return v, p, ok
+	}
+	s := &m.root
+	rest := h // the bits below the current node's prefix, at the top
+	var parent *mapBranch[K, V]
+	slot := 0
+	writable := s.n == branchMark || m.rootEpoch > high
+	for s.n == branchMark {
+		b := (*mapBranch[K, V])(s.p)
+		writable = writable && b.epoch > high
+		i := int(rest >> (64 - mapBits))
+		s = &b.kids[i]
+		parent, slot = b, i
+		rest <<= mapBits
+	}
+	var zero V
+	if s.n <= 0 {
+		return zero, p, false
+	}
+	ptr, n := s.p, uintptr(s.n)
+	for i := searchLeaf[K, V](ptr, n, h, rest); i < n; i++ {
+		e := leafAt[K, V](ptr, i)
+		if e.hash != h {
+			break
+		}
+		if e.key != k {
+			continue
+		}
+		if writable {
+			p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), int32(n)
+			p.copyLeaf = parent != nil && parent.owned&(1<<slot) == 0
+			p.rootLeaf = parent == nil
+		}
+		return e.val, p, true
+	}
+	return zero, p, false
+}
+
+// Store sets k (hash h) to v, where p is the Place a Find of the same key
+// returned. It is Set (SetHashed with no keep), in place at p when the
+// Find's walk still holds: no write to a structure of the owner and no
+// capture since, and the path was the writer's. Storing a value equal to
+// the present one changes nothing. Writer goroutine only.
+func (m *Map[K, V]) Store(p *Place[K, V], h uint64, k K, v V, keep func(K) K) {
+	if p.e == nil || p.writes != m.owner.writes || p.epoch != m.owner.epoch {
+		m.SetHashed(h, k, v, keep)
+		return
+	}
+	e := p.e
+	if m.sameValue(&e.val, &v) {
+		return
+	}
+	m.owner.beginWrite()
+	switch {
+	case p.copyLeaf:
+		parent, slot := p.parent, int(p.slot)
+		old := parent.kids[slot]
+		i, n := int(p.i), int(p.n)
+		ents := m.newLeaf(unsafe.Slice((*mapEntry[K, V])(old.p), n), n, n)
+		ents[i].val = v
+		parent.setKid(slot, leafSlot(ents), true, editAt(i, n))
+		m.retireLeaf(old)
+	case p.parent != nil:
+		e.val = v
+		// With a capture live, a copy's bounds on what its leaves share
+		// with the original must hear of every write (leafSame).
+		p.parent.narrow(int(p.slot), editAt(int(p.i), int(p.n)), false)
+	default:
+		// No capture live at the Find, or the root leaf: no branch keeps
+		// bounds for the leaf.
+		if !p.rootLeaf && len(m.reuse.waiting) != 0 {
+			m.reuse.forget(m.owner) // all garbage with no capture live
+		}
+		e.val = v
+	}
+	m.owner.wrote()
+	m.verify("Store")
+	m.owner.endWrite()
+}
