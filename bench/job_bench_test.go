@@ -60,10 +60,11 @@ const jobLoad = 1
 // held during the timed part (/memory/classes/total:bytes minus
 // /memory/classes/heap/released:bytes, sampled every 50 ms and at the
 // start and end, in 2^20 bytes), the benchmark's own keys and draws (8 bytes
-// a key and 48 MB) included and Pebble's cache and memtables not (cgo
-// allocates them outside the Go heap); checkpoints, how many the
-// checkpoint calls saw completed; cpu-per-s and steal-ms-per-s, as in
-// BenchmarkCheckpointCadence.
+// a key and 48 MB) included and Pebble's block cache and memtables not
+// (built with cgo and without -race, Pebble allocates them with C's
+// allocator); checkpoints, how many the checkpoint calls saw completed
+// (not the last one forced after the timed part); cpu-per-s and
+// steal-ms-per-s, as in BenchmarkCheckpointCadence.
 //
 // The targets use (in bench/)
 //
