@@ -37,8 +37,8 @@ const jobLoad = 1
 // takes none. An untimed load first sets every key's count to jobLoad. An
 // op is one event.
 //
-//   - impl=cowstate: a value state of a cowstate.Backend (cowstateUpdate: a
-//     Get and a Put), checkpointed by a checkpoint.Loop on a local directory
+//   - impl=cowstate: a value state of a cowstate.Backend (cowstateUpdate: one
+//     ValueState.Update), checkpointed by a checkpoint.Loop on a local directory
 //     (fsync on; incremental checkpoints with the default policy).
 //   - impl=map: a map[int64]int64 (m[k]++). A checkpoint is a maps.Clone on
 //     the writer, the clone then written on another goroutine to a file
@@ -273,13 +273,7 @@ type countState = statetable.ValueState[int64, statetable.VoidNamespace, int64]
 
 // cowstateUpdate is impl=cowstate's event: the read-modify-write of k's
 // count.
-func cowstateUpdate(v *countState, k int64) error {
-	n, err := v.Get(k, void)
-	if err != nil {
-		return err
-	}
-	return v.Put(k, void, n+1)
-}
+func cowstateUpdate(v *countState, k int64) error { return v.Update(k, void, increment) }
 
 type cowstateJob struct {
 	dir   string
