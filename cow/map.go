@@ -153,6 +153,13 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 		m.owner.endWrite()
 		return true
 	}
+	return m.setWalk(h, k, v, keep)
+}
+
+// setWalk is SetHashed's general path, a recursive walk that copies what a
+// capture shares, for a write begun (beginWrite) that no in-place path
+// took; it ends the write.
+func (m *Map[K, V]) setWalk(h uint64, k K, v V, keep func(K) K) (replaced bool) {
 	root, r, fresh, _ := m.set(&m.root, m.owner.writable(m.rootEpoch), 0, h, k, v, keep)
 	switch r {
 	case unchanged:

@@ -17,6 +17,7 @@ type Place[K comparable, V any] struct {
 	slot     int32
 	i, n     int32 // the entry's index in its leaf, the leaf's length
 	copyLeaf bool  // the leaf is shared with a capture: Store copies it
+	shared   bool  // present under a branch shared with a capture: Store copies the path
 	rootLeaf bool  // the leaf is the root, found with a capture live
 	writes   uint64
 	epoch    uint64
@@ -68,6 +69,8 @@ func (m *Map[K, V]) Find(h uint64, k K) (V, Place[K, V], bool) {
 			p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), int32(n)
 			p.copyLeaf = parent != nil && parent.owned&(1<<slot) == 0
 			p.rootLeaf = parent == nil
+		} else {
+			p.shared = true
 		}
 		return e.val, p, true
 	}
@@ -80,8 +83,16 @@ func (m *Map[K, V]) Find(h uint64, k K) (V, Place[K, V], bool) {
 // capture since, and the path was the writer's. Storing a value equal to
 // the present one changes nothing. Writer goroutine only.
 func (m *Map[K, V]) Store(p *Place[K, V], h uint64, k K, v V, keep func(K) K) {
-	if p.e == nil || p.writes != m.owner.writes || p.epoch != m.owner.epoch {
+	if p.writes != m.owner.writes || p.epoch != m.owner.epoch || (p.e == nil && !p.shared) {
 		m.SetHashed(h, k, v, keep)
+		return
+	}
+	if p.shared {
+		// The first write under a capture to this part of the map: the
+		// in-place path of SetHashed would walk down to find what Find
+		// found, that a branch is shared, so the copying walk goes first.
+		m.owner.beginWrite()
+		m.setWalk(h, k, v, keep)
 		return
 	}
 	e := p.e

@@ -118,6 +118,51 @@ func (c *cells[K, N, C]) locateFixed(key K) (uint64, key15, error) {
 	return keyHash&^low | voidLow, k, nil
 }
 
+// location is a located (key, ns): its entry hash and its composite key,
+// inline when the state's keys are fixed-width with no namespace
+// (locateFixed), else as the bytes locate returns (valid until the next
+// locate).
+type location struct {
+	h     uint64
+	ck    string
+	k     key15
+	fixed bool
+}
+
+// find locates (key, ns) for several operations on one entry (a TTL
+// read that removes or refreshes what it read).
+func (c *cells[K, N, C]) find(key K, ns N) (location, error) {
+	if c.fixedKey.w != 0 {
+		h, k, err := c.locateFixed(key)
+		return location{h: h, k: k, fixed: true}, err
+	}
+	h, ck, err := c.locate(key, ns)
+	return location{h: h, ck: ck}, err
+}
+
+func (m *cellMap[C]) getLoc(l *location) (C, bool) {
+	if l.fixed {
+		return m.k15.GetHashed(l.h, l.k)
+	}
+	return m.get(l.h, l.ck)
+}
+
+func (m *cellMap[C]) setLoc(l *location, cell C) {
+	if l.fixed {
+		m.k15.SetHashed(l.h, l.k, cell, nil)
+		return
+	}
+	m.set(l.h, l.ck, cell, true)
+}
+
+func (m *cellMap[C]) deleteLoc(l *location) {
+	if l.fixed {
+		m.k15.DeleteHashed(l.h, l.k)
+		return
+	}
+	m.delete(l.h, l.ck)
+}
+
 // get returns the cell of (key, ns).
 func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 	if c.fixedKey.w != 0 {

@@ -578,23 +578,23 @@ func (c *ttlCells[K, N, V]) after(now int64) {
 // live one is refreshed with UpdateOnReadAndWrite.
 func (c *ttlCells[K, N, V]) getLive(key K, ns N) (V, bool, error) {
 	var zero V
-	h, ck, err := c.locate(key, ns)
+	l, err := c.find(key, ns)
 	if err != nil {
 		return zero, false, err
 	}
-	s, ok := c.m.get(h, ck)
+	s, ok := c.m.getLoc(&l)
 	if !ok {
 		return zero, false, nil
 	}
 	now := c.t.now()
 	switch {
 	case s.expired(now):
-		c.m.delete(h, ck)
+		c.m.deleteLoc(&l)
 		if !c.rt.returnExpired() {
 			s.v, ok = zero, false
 		}
 	case c.rt.onRead():
-		c.m.set(h, ck, stamped[V]{s.v, c.rt.expiry(now)}, true)
+		c.m.setLoc(&l, stamped[V]{s.v, c.rt.expiry(now)})
 	}
 	c.after(now)
 	return s.v, ok, nil
