@@ -176,74 +176,21 @@ func (m *Map[K, V]) setWalk(h uint64, k K, v V, keep func(K) K) (replaced bool) 
 
 // updateInPlace is Set's fast path, with a capture live, for a key already
 // present under branches the writer owns, the common case: its value is
-// replaced in one walk down without recursion, with no change of shape or
-// counts. If the leaf itself is shared with a capture it is copied first
-// and the copy put in its parent, which is what Set's general path would
-// do, without walking down a second time. It reports false, having changed
-// nothing, when a branch on the way is shared or the key is absent.
-//
-// The branch headers are read on the way down, beside the lookup's own
-// loads, not after the leaf's cache miss: copying the shared part of the
-// path top down after the search costs a put more when captures are far
-// apart (BenchmarkCopyTax, mode=capture).
+// replaced in one walk down without recursion (findLive, then storeAt),
+// with no change of shape or counts. If the leaf itself is shared with a
+// capture it is copied first and the copy put in its parent, which is what
+// Set's general path would do, without walking down a second time. It
+// reports false, having changed nothing, when a branch on the way is
+// shared or the key is absent.
 func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
-	high := m.owner.high.Load()
-	s := &m.root
-	rest := h                   // the bits below the current node's prefix, at the top
-	var parent *mapBranch[K, V] // the leaf's
-	parentSlot := 0
-	if s.n != branchMark && m.rootEpoch <= high {
+	_, p, ok := m.findLive(h, k, m.owner.high.Load())
+	if !ok || p.e == nil {
 		return false
 	}
-	for s.n == branchMark {
-		b := (*mapBranch[K, V])(s.p)
-		if b.epoch <= high {
-			return false
-		}
-		i := int(rest >> (64 - mapBits))
-		s = &b.kids[i]
-		parent, parentSlot = b, i
-		rest <<= mapBits
+	if !m.sameValue(&p.e.val, &v) {
+		m.storeAt(&p, v)
 	}
-	// A kid branch's own epoch said whether it was writable (checked on the
-	// next turn); owned bits are kept for leaves only.
-	copyLeaf := parent != nil && parent.owned&(1<<parentSlot) == 0 // shared with a capture
-	if s.n <= 0 {
-		return false
-	}
-	// findEntry's compare loop written out: this is every update's path.
-	p, n := s.p, uintptr(s.n)
-	for i := searchLeaf[K, V](p, n, h, rest); i < n; i++ {
-		e := leafAt[K, V](p, i)
-		if e.hash != h {
-			break
-		}
-		if e.key != k {
-			continue
-		}
-		if m.sameValue(&e.val, &v) {
-			return true
-		}
-		switch {
-		case copyLeaf:
-			old := parent.kids[parentSlot]
-			ents := m.newLeaf(unsafe.Slice((*mapEntry[K, V])(p), n), int(n), int(n))
-			ents[i].val = v
-			parent.setKid(parentSlot, leafSlot(ents), true, editAt(int(i), int(n)))
-			m.retireLeaf(old)
-		case parent != nil:
-			e.val = v
-			// With a capture live, a copy's bounds on what its leaves
-			// share with the original must hear of every write (leafSame).
-			parent.narrow(parentSlot, editAt(int(i), int(n)), false)
-		default:
-			e.val = v // the root leaf: no branch keeps bounds for it
-		}
-		m.owner.wrote()
-		m.verify("Set")
-		return true
-	}
-	return false
+	return true
 }
 
 func (m *Map[K, V]) setRoot(root mapSlot[K, V], fresh bool) {

@@ -39,6 +39,17 @@ func (m *Map[K, V]) Find(h uint64, k K) (V, Place[K, V], bool) {
 		p.e = e
 		return v, p, ok
 	}
+	return m.findLive(h, k, high)
+}
+
+// findLive is Find with a capture live (high, the newest live capture's
+// epoch, not 0): a Place with an entry only when every branch on the way
+// is the writer's. The branch headers are read on the way down, beside the
+// lookup's own loads, not after the leaf's cache miss: copying the shared
+// part of the path top down after the search costs a put more when
+// captures are far apart (BenchmarkCopyTax, mode=capture).
+func (m *Map[K, V]) findLive(h uint64, k K, high uint64) (V, Place[K, V], bool) {
+	p := Place[K, V]{writes: m.owner.writes, epoch: m.owner.epoch}
 	s := &m.root
 	rest := h // the bits below the current node's prefix, at the top
 	var parent *mapBranch[K, V]
@@ -66,6 +77,8 @@ func (m *Map[K, V]) Find(h uint64, k K) (V, Place[K, V], bool) {
 			continue
 		}
 		if writable {
+			// A kid branch's own epoch said whether it was writable;
+			// owned bits are kept for leaves only.
 			p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), int32(n)
 			p.copyLeaf = parent != nil && parent.owned&(1<<slot) == 0
 			p.rootLeaf = parent == nil
@@ -95,11 +108,19 @@ func (m *Map[K, V]) Store(p *Place[K, V], h uint64, k K, v V, keep func(K) K) {
 		m.setWalk(h, k, v, keep)
 		return
 	}
-	e := p.e
-	if m.sameValue(&e.val, &v) {
+	if m.sameValue(&p.e.val, &v) {
 		return
 	}
 	m.owner.beginWrite()
+	m.storeAt(p, v)
+	m.owner.endWrite()
+}
+
+// storeAt writes v, which differs from the present value, at p, a Place
+// whose walk still holds, within a write begun: in place, or into a copy
+// of the leaf when the leaf is shared with a capture.
+func (m *Map[K, V]) storeAt(p *Place[K, V], v V) {
+	e := p.e
 	switch {
 	case p.copyLeaf:
 		parent, slot := p.parent, int(p.slot)
@@ -123,6 +144,5 @@ func (m *Map[K, V]) Store(p *Place[K, V], h uint64, k K, v V, keep func(K) K) {
 		e.val = v
 	}
 	m.owner.wrote()
-	m.verify("Store")
-	m.owner.endWrite()
+	m.verify("Set")
 }
