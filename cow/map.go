@@ -183,7 +183,7 @@ func (m *Map[K, V]) setWalk(h uint64, k K, v V, keep func(K) K) (replaced bool) 
 // reports false, having changed nothing, when a branch on the way is
 // shared or the key is absent.
 func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
-	_, p, ok := m.findLive(h, k, m.owner.high.Load())
+	_, p, ok := m.findLive(h, k, m.owner.high.Load(), true)
 	if !ok || p.e == nil {
 		return false
 	}

@@ -39,31 +39,39 @@ func (m *Map[K, V]) Find(h uint64, k K) (V, Place[K, V], bool) {
 		p.e = e
 		return v, p, ok
 	}
-	return m.findLive(h, k, high)
+	return m.findLive(h, k, high, false)
 }
 
 // findLive is Find with a capture live (high, the newest live capture's
 // epoch, not 0): a Place with an entry only when every branch on the way
-// is the writer's. The branch headers are read on the way down, beside the
+// is the writer's. With placeOnly it stops at the first shared branch,
+// reporting the key absent: a Set's in-place path then leaves the leaf to
+// the copying walk, which reads it once (BenchmarkPut, snap=every1000). The branch headers are read on the way down, beside the
 // lookup's own loads, not after the leaf's cache miss: copying the shared
 // part of the path top down after the search costs a put more when
 // captures are far apart (BenchmarkCopyTax, mode=capture).
-func (m *Map[K, V]) findLive(h uint64, k K, high uint64) (V, Place[K, V], bool) {
+func (m *Map[K, V]) findLive(h uint64, k K, high uint64, placeOnly bool) (V, Place[K, V], bool) {
 	p := Place[K, V]{writes: m.owner.writes, epoch: m.owner.epoch}
 	s := &m.root
 	rest := h // the bits below the current node's prefix, at the top
 	var parent *mapBranch[K, V]
 	slot := 0
 	writable := s.n == branchMark || m.rootEpoch > high
+	var zero V
 	for s.n == branchMark {
 		b := (*mapBranch[K, V])(s.p)
 		writable = writable && b.epoch > high
+		if !writable && placeOnly {
+			return zero, p, false
+		}
 		i := int(rest >> (64 - mapBits))
 		s = &b.kids[i]
 		parent, slot = b, i
 		rest <<= mapBits
 	}
-	var zero V
+	if !writable && placeOnly {
+		return zero, p, false // the root leaf, shared
+	}
 	if s.n <= 0 {
 		return zero, p, false
 	}
