@@ -25,6 +25,11 @@ func newBackend(t testing.TB) *Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := b.Check(); err != nil {
+			t.Errorf("backend left broken: %v", err)
+		}
+	})
 	return b
 }
 

@@ -34,6 +34,7 @@ type Map[K comparable, V any] struct {
 	// (a quarter, or an eighth after SetCompactLeaves).
 	growShift uint8
 	reuse     leafReuse[K, V]
+	checks    invariants.Budget // when verify runs Check (-race, invariants tag)
 }
 
 // NewMap returns an empty map owned by owner (one Owner may be shared by many
@@ -376,9 +377,10 @@ func (m *Map[K, V]) Clear() {
 	m.owner.endWrite()
 }
 
-// verify runs Check after a mutation under the invariants build tag.
+// verify runs Check after a mutation: after every one under the
+// invariants build tag, on a Budget under -race.
 func (m *Map[K, V]) verify(op string) {
-	if invariants.Enabled {
+	if invariants.Enabled && m.checks.Due(m.len) {
 		if err := m.Check(); err != nil {
 			panic("cow: Map invariant broken after " + op + ": " + err.Error())
 		}

@@ -77,7 +77,7 @@ func entryWordsEqual[K comparable, V any](x, y []mapEntry[K, V]) bool {
 // chunks, with leaf pairs at several depths.
 func TestMap_DiffWide(t *testing.T) {
 	n := 100_000
-	if invariants.Enabled {
+	if invariants.Exhaustive {
 		n = 5_000
 	}
 	for _, hash := range []func(int) uint64{hashInt, hashSkewed} {

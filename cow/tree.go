@@ -31,6 +31,7 @@ type Tree[K, V any] struct {
 	// Node widths: treeLeafWidth and treeBranchWidth, except in tests that
 	// want deep trees from few keys.
 	leafMax, branchMax int
+	checks             invariants.Budget // when verify runs Check (-race, invariants tag)
 }
 
 // treeVersion is what a tree and its snapshots have in common: one version
@@ -407,9 +408,10 @@ func (t *Tree[K, V]) collapseRoot() {
 	}
 }
 
-// verify runs Check after a mutation under the invariants build tag.
+// verify runs Check after a mutation: after every one under the
+// invariants build tag, on a Budget under -race.
 func (t *Tree[K, V]) verify(op string) {
-	if invariants.Enabled {
+	if invariants.Enabled && t.checks.Due(t.len) {
 		if err := t.Check(); err != nil {
 			panic("cow: Tree invariant broken after " + op + ": " + err.Error())
 		}

@@ -21,7 +21,7 @@ import (
 // treeSize scales a test's size down under the invariants build tag, where
 // every write runs an O(n) Check.
 func treeSize(n int) int {
-	if invariants.Enabled {
+	if invariants.Exhaustive {
 		return max(n/20, 100)
 	}
 	return n
@@ -440,7 +440,7 @@ func treeRandomOps(t treeTB, rng *rand.Rand, tr *Tree[int, int], model map[int]i
 // three levels deep, with snapshots taken and released along the way.
 func TestTree_Large(t *testing.T) {
 	n, space := 400_000, 200_000
-	if testing.Short() || invariants.Enabled {
+	if testing.Short() || invariants.Exhaustive {
 		n, space = 40_000, 20_000
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -450,7 +450,7 @@ func TestTree_Large(t *testing.T) {
 		tr.Set(k, k%4)
 		model[k] = k % 4
 	}
-	if !invariants.Enabled && tr.height < 2 {
+	if !invariants.Exhaustive && tr.height < 2 {
 		t.Fatalf("height %d, want at least 2", tr.height)
 	}
 	var frozen []treeFrozen
@@ -574,7 +574,8 @@ func TestTree_PopMinUntil(t *testing.T) {
 // worth of entries per descent: draining n entries in one call costs about
 // n/leaf-size copies of the path under a snapshot, not n.
 func TestTree_PopMinUntilReadsLeaves(t *testing.T) {
-	if invariants.Enabled {
+	defer invariants.Suspend()() // a self-check would count as an allocation
+	if invariants.Exhaustive {
 		t.Skip("under the invariants tag every write runs Check, which allocates")
 	}
 	tr := NewTree(NewOwner(), cmp.Compare[int], Equal[int])
@@ -640,6 +641,7 @@ func TestTree_DeleteRange(t *testing.T) {
 // TestTree_NoOpWritesAllocateNothing: with a live snapshot, writes that
 // change nothing copy no node (they allocate nothing and keep the root).
 func TestTree_NoOpWritesAllocateNothing(t *testing.T) {
+	defer invariants.Suspend()() // a self-check would count as an allocation
 	tr := NewTree(NewOwner(), cmp.Compare[int], Equal[int])
 	for k := range 10_000 {
 		tr.Set(2*k, k) // even keys only
@@ -669,7 +671,8 @@ func TestTree_NoOpWritesAllocateNothing(t *testing.T) {
 // path copies it (one node per level), later writes of the same epoch to
 // the same path copy nothing, and with no live snapshot nothing is copied.
 func TestTree_CopyOncePerCapture(t *testing.T) {
-	if invariants.Enabled {
+	defer invariants.Suspend()() // a self-check would count as an allocation
+	if invariants.Exhaustive {
 		t.Skip("under the invariants tag every write runs Check, which allocates")
 	}
 	tr := NewTree(NewOwner(), cmp.Compare[int], Equal[int])
@@ -915,6 +918,7 @@ func TestTree_Check(t *testing.T) {
 // (testing.AllocsPerRun calls f once more to warm up, which for a write
 // under a snapshot is the call that copies).
 func treeAllocs(f func()) float64 {
+	defer invariants.Suspend()() // a self-check would count as an allocation
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -18,6 +18,11 @@ func newTestTable(t testing.TB) *Table {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := tb.Check(); err != nil {
+			t.Errorf("table left broken: %v", err)
+		}
+	})
 	return tb
 }
 

@@ -168,6 +168,8 @@ type registered interface {
 	restoreRun(ttl bool, n int, b []byte) (int, error)
 	// diff yields the changes between two views (prev nil: empty).
 	diff(prev, next any, yield func(EntryChange) bool)
+	// check is Table.Check of the state's structures.
+	check() error
 	// delete removes one entry; patch applies an OpPatch change.
 	delete(ck string) error
 	patch(ck string, parts []Part) error

@@ -1,11 +1,9 @@
-//go:build !invariants
+//go:build !invariants && !race
 
-// Package invariants says whether the structures check themselves: under
-// the invariants build tag (go test -tags invariants ./...) every mutation
-// of a cow.Map, cow.Tree or timerqueue.Queue runs its Check afterwards and
-// panics on the first broken invariant. In normal builds Enabled is a false
-// constant, so the checks compile away and cost nothing.
 package invariants
 
-// Enabled is false in normal builds.
+// Enabled is false in builds without -race and the invariants tag.
 const Enabled = false
+
+// Exhaustive is false without the invariants tag.
+const Exhaustive = false
