@@ -62,6 +62,8 @@ type Queue struct {
 	// never shows a pending timer registered, deleted or fired after its
 	// capture.
 	pendWrote uint64
+
+	checks invariants.Budget // when verify runs Check (-race, invariants tag)
 }
 
 // New returns an empty queue whose tree belongs to owner: an
@@ -298,9 +300,10 @@ func (q *Queue) All() iter.Seq2[Timer, int] {
 	}
 }
 
-// verify runs Check after a mutation under the invariants build tag.
+// verify runs Check after a mutation: after every one under the
+// invariants build tag, on a Budget under -race.
 func (q *Queue) verify(op string) {
-	if invariants.Enabled {
+	if invariants.Enabled && q.checks.Due(q.Len()) {
 		if err := q.Check(); err != nil {
 			panic("timerqueue: invariant broken after " + op + ": " + err.Error())
 		}
