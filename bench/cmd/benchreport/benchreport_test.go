@@ -224,7 +224,7 @@ func TestRunFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	if err := run(".", "", 1, in, out); err != nil {
+	if err := run(".", "", 1, in, out, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"report.md", "capture.svg", "checkpoint.svg"} {

@@ -5,7 +5,7 @@
 // Usage, from the bench directory (or from anywhere in the repository with
 // GOWORK=$PWD/modules.work, which lists the bench module):
 //
-//	go run ./cmd/benchreport [-bench regexp] [-benchtime d] [-count n] [-in file] [-out dir]
+//	go run ./cmd/benchreport [-bench regexp] [-benchtime d] [-count n] [-in file] [-out dir] [-readme file]
 //
 // By default it runs go test -run '^$' -bench <regexp> in the bench
 // package's directory (module github.com/cowstate/cowstate/bench), streaming
@@ -13,7 +13,12 @@
 // that output from a file instead. It writes <out>/report.md,
 // <out>/capture.svg and <out>/checkpoint.svg (a chart whose benchmark is
 // not in the output is skipped with a note). -out defaults to bench-report
-// in the current directory.
+// in the current directory. With -readme it also rewrites the headline
+// table of that file (the README's performance table, between
+// <!-- benchreport:headline --> markers) from the same results: the job,
+// capture, snapshot and checkpoint figures with their bounds, and the CPU
+// go test named; a run lacking one of them is an error that names it
+// (scripts/readme-figures runs them all).
 //
 // go test matches -bench per level of the name and unanchored, so
 // "Capture/size=1000/" also runs size=10000000; anchor each level to run
@@ -31,6 +36,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func main() {
@@ -39,16 +45,18 @@ func main() {
 	count := flag.Int("count", 1, "go test -count; the median of the runs is reported")
 	in := flag.String("in", "", "parse this go test -bench output instead of running the suite")
 	out := flag.String("out", "bench-report", "directory for bench.txt, report.md and the charts")
+	readme := flag.String("readme", "", "also rewrite the headline table of this file (the README) from the run")
 	flag.Parse()
-	if err := run(*bench, *benchtime, *count, *in, *out); err != nil {
+	if err := run(*bench, *benchtime, *count, *in, *out, *readme); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
 }
 
 // run produces the report in dir from the file in, or from a fresh run of
-// the suite when in is empty.
-func run(bench, benchtime string, count int, in, dir string) error {
+// the suite when in is empty, and rewrites readme's headline table if
+// readme is not empty.
+func run(bench, benchtime string, count int, in, dir, readme string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -71,6 +79,11 @@ func run(bench, benchtime string, count int, in, dir string) error {
 	}
 	if len(results) == 0 {
 		return errors.Join(runErr, errors.New("no benchmark results in the output"))
+	}
+	if readme != "" {
+		if err := rewriteHeadline(readme, results, ParseEnvironment(bytes.NewReader(raw))); err != nil {
+			return err
+		}
 	}
 	var md bytes.Buffer
 	if err := WriteMarkdown(&md, BuildTables(results)); err != nil {
@@ -128,4 +141,25 @@ func runSuite(bench, benchtime string, count int) ([]byte, error) {
 		return stdout.Bytes(), fmt.Errorf("go test: %w", err)
 	}
 	return stdout.Bytes(), nil
+}
+
+// rewriteHeadline replaces the headline table of the file at path with the
+// one of results.
+func rewriteHeadline(path string, results []Result, env Environment) error {
+	table, err := Headline(results, env, time.Now().UTC().Format("2006-01-02"))
+	if err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if doc, err = ReplaceHeadline(doc, table); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := os.WriteFile(path, doc, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "benchreport: rewrote the headline table of %s\n", path)
+	return nil
 }
