@@ -65,54 +65,10 @@
 //
 // The package's meta-test plants bugs in cowstate's Backend (behind the
 // contract adapter, a wrapper breaks one rule) and asserts that the suite
-// fails on each within the default budget. Over 20 seeds per bug
-// (go test ./rapidtest -run PlantedBugs -v -args -rapidtest.seeds=20),
-// each was caught in at least 19; the steps run up to the first failure
-// (median over the seeds) are:
-//
-//	planted bug                               what it breaks                          steps: median (range)
-//	aliasing-view                             Capture (views)                         13 (5-58)
-//	lost-delete-under-view                    ClearState (views)                      163 (17-375)
-//	release-releases-all-views                View.Release (views)                    32 (6-78)
-//	write-releases-view                       View.WriteSnapshot (writes)             57 (24-123)
-//	restore-drops-last-key-group              RestoreSnapshot (restores)              111 (29-515)
-//	restore-drops-processing-timers           RestoreSnapshot (restores, timers)      35 (5-127)
-//	restore-keeps-unowned-key-groups          RestoreSnapshot (rescales)              83 (18-209)
-//	random-hash-key-groups                    KeyGroups (rescales)                    108 (1-244)
-//	owns-every-key-group                      KeyGroups (rescales)                    49 (1-156)
-//	max-parallelism-rounded-up                MaxParallelism (rescales)               1 (0-83)
-//	timer-tie-order-flipped                   AdvanceWatermark (timers)               57 (13-180)
-//	timer-registered-while-firing-not-fired   AdvanceWatermark (timers)               92 (12-156)
-//	negative-timestamps-unsigned              AdvanceWatermark (timers)               160 (59-355)
-//	watermark-exclusive                       AdvanceWatermark (timers)               114 (10-451)
-//	processing-time-exclusive                 AdvanceProcessingTime (timers)          332 (9-1555)
-//	failed-timer-lost                         AdvanceWatermark (timers)               220 (8-908)
-//	duplicate-timer-reported-new              RegisterTimer (timers)                  52 (11-302)
-//	delete-timer-ignores-namespace            DeleteTimer (timers)                    236 (24-1215)
-//	service-registered-again-cleared          RegisterTimerService (timers)           37 (7-130)
-//	unregistered-service-accepted             RegisterTimer (timers)                  50 (18-211)
-//	timer-key-cut-at-zero-byte                TimerEntries (timers)                   26 (1-131)
-//	merge-sources-reversed                    MergeNamespaces (merges)                423 (158-1616)
-//	merge-into-itself                         MergeNamespaces (merges)                173 (32-923)
-//	aggregate-merge-swapped                   MergeNamespaces (merges, aggregating)   167 (16-1064)
-//	put-empty-stores-empty                    Put (value)                             118 (1-318)
-//	reduce-first-value-folded                 Add (reducing)                          14 (1-67)
-//	reduce-operands-swapped                   Add (reducing)                          47 (12-96)
-//	aggregate-without-initial-accumulator     Add (aggregating)                       15 (1-44)
-//	aggregate-result-is-accumulator           Get (aggregating)                       13 (1-40)
-//	get-list-drops-empty-elements             GetList (list)                          125 (2-544)
-//	update-list-empty-ignored                 UpdateList (list)                       384 (13-1573)
-//	map-empty-value-removes                   PutMapEntry (map)                       88 (1-497)
-//	map-empty-user-key-absent                 GetMapEntry (map)                       403 (47-8702)
-//	map-remove-clears-map                     RemoveMapEntry (map)                    198 (45-2379)
-//	clear-every-namespace                     ClearState (state)                      163 (47-544)
-//	state-registered-again-cleared            RegisterState (state)                   89 (23-528)
-//	keys-cut-at-1KiB                          StateEntries (state, long keys)         102 (25-547)
-//	ttl-ignored                               RegisterStateTTL (ttl)                  27 (8-79)
-//	ttl-expires-a-millisecond-late            RegisterStateTTL (ttl)                  46 (10-173)
-//	ttl-read-does-not-refresh                 Get (ttl, update on read)               1362 (474-3387)
-//	ttl-cleanup-removes-live-entry            CleanupExpired (ttl)                    635 (16-3237)
-//	ttl-list-per-list                         Add (ttl, list)                         228 (35-1511)
+// fails on each within the default budget; over 20 seeds per bug
+// (go test ./rapidtest -run PlantedBugs -v -args -rapidtest.seeds=20) each
+// must be caught in at least 19. The bugs and the steps each took to be
+// caught are in docs/decisions/0019-suite-strength-planted-bugs.md.
 //
 // # Caveats
 //
