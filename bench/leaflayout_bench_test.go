@@ -30,8 +30,8 @@ import (
 //     would size or chain its buckets);
 //   - layout=gomap: the builtin map.
 //
-// It is the measurement behind the design notes' "Where a lookup's time
-// goes": the layout a faster cow.Map would need, not code the engine runs.
+// It is the measurement behind docs/decisions/0025-lookup-layout-measurements.md:
+// the layout a faster cow.Map would need, not code the engine runs.
 func BenchmarkLeafLayout(b *testing.B) {
 	const n, leafBits = 1 << 20, 15
 	r := rand.New(rand.NewPCG(1, 2))

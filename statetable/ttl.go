@@ -523,8 +523,9 @@ type ttlCells[K, N, V any] struct {
 // program that registers a TTL state (NewValueWithTTL and the others)
 // instantiates the TTL code and the stamped cell type: a second shape of
 // the whole cell stack, which would double what a user's build of a
-// program without TTL compiles (bench/compilecost; docs/design.md, "What a
-// user's build pays"). One indirect call per access on the TTL path.
+// program without TTL compiles (bench/compilecost;
+// docs/decisions/0024-compile-cost-ttl-constructors.md). One indirect call
+// per access on the TTL path.
 type valueTTL[K, N, V any] interface {
 	now() int64
 	getLive(key K, ns N) (V, bool, error)

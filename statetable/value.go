@@ -31,7 +31,8 @@ func NewValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc C
 // own (see TTL); an invalid ttl is an error matching ErrConfig, and a name
 // registered without this TTL an error matching ErrStateMismatch. A
 // program that registers no TTL state does not compile the TTL code
-// (docs/design.md, "What a user's build pays"). Writer goroutine only.
+// (docs/decisions/0024-compile-cost-ttl-constructors.md). Writer goroutine
+// only.
 func NewValueWithTTL[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N], vc Codec[V], def V, ttl TTL) (*ValueState[K, N, V], error) {
 	return registerValue(t, name, kc, nc, vc, def, &ttl, func(s *ValueState[K, N, V], info StateInfo) (reg registered) {
 		s.ttl, s.keyed, reg = newValueTTL(t, info, kc, nc, vc, ttl, s)

@@ -3,7 +3,7 @@
 // importing cowstate costs a user's edit-compile cycle: built on its own
 // (cd bench && go build ./compilecost, no workspace) with a build cache
 // that holds only the standard library; its figures and where the time
-// goes are in docs/design.md ("What a user's build pays").
+// goes are in docs/decisions/0024-compile-cost-ttl-constructors.md.
 package main
 
 import (
