@@ -566,11 +566,23 @@ func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N]
 	return &ttlCells[K, N, V]{cells: c, rt: rt}
 }
 
-// after runs the per-access cleanup, if configured.
+// after runs the per-access cleanup, if configured. Every access runs it,
+// whether the key accessed has an entry or not (Flink runs its cleanup
+// before every get, update, add or clear): a job that mostly reads keys it
+// never wrote still cleans up.
 func (c *ttlCells[K, N, V]) after(now int64) {
 	if n := c.rt.cfg.CleanupPerAccess; n > 0 {
 		c.cleanupStep(n, now)
 	}
+}
+
+// clear removes the value of (key, ns), then runs the per-access cleanup.
+func (c *ttlCells[K, N, V]) clear(key K, ns N) error {
+	if err := c.cells.clear(key, ns); err != nil {
+		return err
+	}
+	c.after(c.t.now())
+	return nil
 }
 
 // getLive returns the value of (key, ns) by the TTL's rules: an expired
@@ -583,10 +595,11 @@ func (c *ttlCells[K, N, V]) getLive(key K, ns N) (V, bool, error) {
 		return zero, false, err
 	}
 	s, ok := c.m.getLoc(&l)
+	now := c.t.now()
 	if !ok {
+		c.after(now) // the cleanup runs on every access, as Flink's does
 		return zero, false, nil
 	}
-	now := c.t.now()
 	switch {
 	case s.expired(now):
 		c.m.deleteLoc(&l)
