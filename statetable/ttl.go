@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"time"
+	"unsafe"
 
 	"github.com/cowstate/cowstate/cow"
 )
@@ -119,6 +120,26 @@ func stampedCodec[V any](vc Codec[V]) Codec[stamped[V]] {
 		v, err := vc.Decode(src[8:])
 		return stamped[V]{v, int64(binary.BigEndian.Uint64(src))}, err
 	})
+}
+
+// stampedEquality returns the equality of stamped values the maps and
+// their diffs use (see equalityFor): equal timestamps and equal values. A
+// stamped string or other variable-width value is not comparable as bytes,
+// and without it every entry of a leaf a delete rewrote would diff as
+// changed.
+func stampedEquality[V any]() func(a, b stamped[V]) bool {
+	if equalityFor[stamped[V]]() == nil {
+		return nil // equal bytes: the map compares them itself
+	}
+	ev := equalityFor[V]()
+	if ev == nil { // V compares as bytes, stamped[V] has padding
+		n := int(unsafe.Sizeof(*new(V)))
+		return func(a, b stamped[V]) bool {
+			return a.exp == b.exp &&
+				string(unsafe.Slice((*byte)(unsafe.Pointer(&a.v)), n)) == string(unsafe.Slice((*byte)(unsafe.Pointer(&b.v)), n))
+		}
+	}
+	return func(a, b stamped[V]) bool { return a.exp == b.exp && ev(a.v, b.v) }
 }
 
 // ttlRuntime is a TTL state's configuration and clock.
@@ -557,7 +578,7 @@ func newValueTTL[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N]
 
 func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], vc Codec[V], cfg TTL) *ttlCells[K, N, V] {
 	rt := newTTLRuntime(t, cfg)
-	c := newCells[K, N, stamped[V]](t, info, kc, nc, equalityFor[stamped[V]]())
+	c := newCells[K, N, stamped[V]](t, info, kc, nc, stampedEquality[V]())
 	c.m.compact()
 	c.cell = valueCell(stampedCodec(vc))
 	c.ttl = valueHooks(rt, vc)
