@@ -748,8 +748,9 @@ const keptManifests = 3
 // removeGarbage removes the objects of this store's epoch or older that the
 // current manifest does not reference and no write or read in progress
 // uses: segments of dropped checkpoints, of failed or aborted ones,
-// temporary files a crash left behind, and manifests older than the newest
-// few. Objects of a newer epoch belong to a newer owner and are never
+// temporary files a crash left behind (of segments of this epoch or older,
+// and of manifests numbered up to the current one), and manifests older
+// than the newest few. Objects of a newer epoch belong to a newer owner and are never
 // touched. Failures are left for the next cleanup. Runs after a commit.
 func (s *Store) removeGarbage(ctx context.Context) error {
 	if err := s.settleUnsure(ctx); err != nil {
@@ -786,6 +787,18 @@ func (s *Store) removeGarbage(ctx context.Context) error {
 	for _, n := range names {
 		base := baseName(n)
 		if referenced[n] || inUse[base] {
+			continue
+		}
+		if seq, ok := manifestSeq(base); ok && n != base {
+			// A manifest's temporary file: a commit of a number at or
+			// below the current one is over, or was a stale writer's,
+			// whose commit then fails and finds the store fenced. A
+			// higher number may be a newer owner's commit in progress.
+			if seq <= cur.Seq {
+				if err := s.st.Remove(ctx, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, storageErr("cleanup: remove "+n, err))
+				}
+			}
 			continue
 		}
 		if seq, ok := manifestSeq(n); ok {
