@@ -12,8 +12,9 @@ import (
 // TestStore_CleanupRemovesCrashTemporaries: the temporary files a crash
 // leaves in a directory (a segment's, and a manifest's, under a number
 // that was committed or that the next owner took) are removed by the next
-// owner's first cleanup; a temporary file of a number above the store's,
-// which a newer owner may be writing, is left alone.
+// owner's cleanup once the numbers are among those cleanup removes; a
+// temporary file of a number above the store's, which a newer owner may be
+// writing, is left alone.
 func TestStore_CleanupRemovesCrashTemporaries(t *testing.T) {
 	dir := t.TempDir()
 	st, err := Dir(dir)
@@ -49,8 +50,12 @@ func TestStore_CleanupRemovesCrashTemporaries(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, future), []byte("a newer owner's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := checkpoint(t, j2, s2, 2); err != nil {
-		t.Fatal(err)
+	// Manifests 4 to 7: cleanup removes manifests 3 and below, and the
+	// temporary files of their numbers.
+	for id := uint64(2); id <= 5; id++ {
+		if _, _, err := checkpoint(t, j2, s2, id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	names, err := st.List(bg)
 	if err != nil {

@@ -749,8 +749,8 @@ const keptManifests = 3
 // current manifest does not reference and no write or read in progress
 // uses: segments of dropped checkpoints, of failed or aborted ones,
 // temporary files a crash left behind (of segments of this epoch or older,
-// and of manifests numbered up to the current one), and manifests older
-// than the newest few. Objects of a newer epoch belong to a newer owner and are never
+// and of manifests older than the newest few), and manifests older than
+// the newest few. Objects of a newer epoch belong to a newer owner and are never
 // touched. Failures are left for the next cleanup. Runs after a commit.
 func (s *Store) removeGarbage(ctx context.Context) error {
 	if err := s.settleUnsure(ctx); err != nil {
@@ -790,11 +790,14 @@ func (s *Store) removeGarbage(ctx context.Context) error {
 			continue
 		}
 		if seq, ok := manifestSeq(base); ok && n != base {
-			// A manifest's temporary file: a commit of a number at or
-			// below the current one is over, or was a stale writer's,
-			// whose commit then fails and finds the store fenced. A
-			// higher number may be a newer owner's commit in progress.
-			if seq <= cur.Seq {
+			// A manifest's temporary file: left by a crash, unless a
+			// writer is committing that number. This store commits
+			// above the current number, and so does a newer owner; a
+			// stale writer may be committing at most a few below, and
+			// losing its temporary file would fail its commit with a
+			// storage error rather than with "exists". So the ones
+			// removed are those of the numbers cleanup removes.
+			if seq+keptManifests < cur.Seq {
 				if err := s.st.Remove(ctx, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					errs = append(errs, storageErr("cleanup: remove "+n, err))
 				}
