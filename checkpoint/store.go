@@ -275,6 +275,13 @@ func readHead(ctx context.Context, st Storage, skipDamaged bool) (*head, error) 
 		}
 	}
 	slices.Sort(seqs)
+	if err := checkNewestPresent(seqs); err != nil {
+		h.damage = append(h.damage, err)
+		if !skipDamaged {
+			return nil, err
+		}
+		h.skipped = append(h.skipped, manifestName(h.maxSeq+1))
+	}
 	for i := len(seqs) - 1; i >= 0; i-- {
 		name := manifestName(seqs[i])
 		sm, err := readManifest(ctx, st, name)
@@ -294,6 +301,38 @@ func readHead(ctx context.Context, st Storage, skipDamaged bool) (*head, error) 
 		break
 	}
 	return h, nil
+}
+
+// checkNewestPresent tells, from the manifest numbers present (sorted),
+// whether newer manifests were committed and have since gone (deleted by
+// hand, lost by the storage): the store would otherwise silently be an
+// older commit. Only cleanup removes manifests, oldest first, and it
+// removes number g only once g+keptManifests+1 is committed; so if g is
+// missing below the newest present, the store reached at least that
+// number. It cannot tell while no manifest was ever removed: a store of
+// fewer than keptManifests+2 commits, or one whose removed manifests came
+// back.
+func checkNewestPresent(seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	var gap uint64 // the highest number missing below the newest present
+	for i := len(seqs) - 1; i >= 0; i-- {
+		below := uint64(0)
+		if i > 0 {
+			below = seqs[i-1]
+		}
+		if seqs[i] > below+1 {
+			gap = seqs[i] - 1
+			break
+		}
+	}
+	newest := seqs[len(seqs)-1]
+	if gap == 0 || newest >= gap+keptManifests+1 {
+		return nil
+	}
+	return fmt.Errorf("%w: manifests %s to %s are missing: %s was removed, which cleanup does only once %s is committed (the newest present, %s, is an older commit)",
+		ErrCorrupt, manifestName(newest+1), manifestName(gap+keptManifests+1), manifestName(gap), manifestName(gap+keptManifests+1), manifestName(newest))
 }
 
 func readManifest(ctx context.Context, st Storage, name string) (*storeManifest, error) {
