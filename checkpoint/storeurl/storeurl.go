@@ -47,7 +47,9 @@ import (
 
 // Open opens the storage at rawURL (see the package documentation). For
 // object storage the bucket stays open for the life of the program. The
-// errors match checkpoint.ErrStorage and name the URL without its query.
+// errors match checkpoint.ErrStorage (checkpoint.ErrInvalid for a
+// request_timeout that is not a duration) and name the URL without its
+// query.
 func Open(ctx context.Context, rawURL string) (checkpoint.Storage, error) {
 	if dir, ok := LocalDir(rawURL); ok {
 		return checkpoint.Dir(dir)
