@@ -827,8 +827,9 @@ const keptManifests = 3
 // uses: segments of dropped checkpoints, of failed or aborted ones,
 // temporary files a crash left behind (of segments of this epoch or older,
 // and of manifests older than the newest few), and manifests older than
-// the newest few. Objects of a newer epoch belong to a newer owner and are never
-// touched. Failures are left for the next cleanup. Runs after a commit.
+// the newest few. Objects of a newer epoch belong to a newer owner and are
+// never touched. Failures are left for the next cleanup. Runs after a
+// commit.
 func (s *Store) removeGarbage(ctx context.Context) error {
 	if err := s.settleUnsure(ctx); err != nil {
 		return err
