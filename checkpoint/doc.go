@@ -64,8 +64,8 @@
 //     segments and its manifest are durable, and it restores, exactly, until
 //     the retention drops it (never while it is the confirmed base, pinned,
 //     or among the KeepLast newest). A crash at any point loses no committed
-//     checkpoint; what a crash leaves half-written is never listed and is
-//     removed by the next owner's cleanup.
+//     checkpoint, and what it leaves behind is never taken for part of the
+//     store (see Crash leftovers below).
 //   - Checkpoint and savepoint ids only go up, across owners and restarts: an
 //     id at or below the newest ever committed is refused (ErrInvalid), and
 //     no committed object is ever overwritten.
@@ -90,10 +90,63 @@
 //   - Durability is the storage's: DirStorage syncs files and the directory;
 //     a disk that loses synced data, or an operator who deletes objects,
 //     loses checkpoints (Verify finds out which).
+//   - Deleted newest manifests are found out from the manifests cleanup
+//     removed: cleanup removes manifest n only once n+4 is committed, so a
+//     missing number below the newest present proves that newer ones
+//     existed, and Open, Restore and Verify report the newest manifests as
+//     missing (ErrCorrupt; Options.SkipDamaged takes over from the newest
+//     present). A store whose cleanup never removed a manifest (fewer than
+//     five commits), or whose removed manifests came back, cannot tell:
+//     deleting its newest manifest rolls it back one commit unnoticed.
 //   - Fencing stops a stale writer at its next commit, not before: until
 //     then it may still write segments (under its own epoch, which the new
 //     owner never references) and remove its own garbage.
 //   - A restore holds the chain's segments in memory while it restores them.
+//     A segment of more than 64 MiB is first checked against the skeleton
+//     xxhash64 its manifest records (a few small reads), so a manifest
+//     that claims a size the object does not hold fails with ErrCorrupt
+//     naming it instead of allocating that size, and one larger than the
+//     memory the process may use (physical memory, GOMEMLIMIT) fails with
+//     ErrMismatch. Verify reads such objects in bounded memory.
+//
+// # Timeouts
+//
+// Every storage call the store makes runs under a context: the caller's
+// for Open, Restore, Cleanup, SetRetention, Abort, DeleteSavepoint,
+// Inspect and Verify; for a checkpoint or savepoint, the context given to
+// Checkpoint, bounded by Options.CheckpointTimeout (DefaultCheckpointTimeout,
+// 10 minutes, as Flink's; negative: none), so that a storage that stops
+// answering fails it with context.DeadlineExceeded. After a failed write
+// the store lists the storage to tell whether a newer owner fenced it,
+// under the same context: a write whose context ended is not looked into.
+// Close cancels the checkpoints in flight and waits at most
+// Options.CloseTimeout (DefaultCloseTimeout, 10 seconds) for them.
+//
+// A context bounds only what honours it. The bucket storage of package
+// storeurl (S3, GCS, Azure) also bounds each request by its request
+// timeout (storeurl.DefaultRequestTimeout, 1 minute; SetRequestTimeout, or
+// request_timeout= in the URL), since an endpoint that accepts connections
+// and never answers would otherwise hold a call without a deadline for
+// ever. DirStorage's calls are system calls, which no context interrupts:
+// a file system hung in the kernel holds them, and Close returns after
+// its timeout with an ErrStorage naming the checkpoints still running.
+//
+// # Crash leftovers
+//
+// A process killed at any point leaves, besides what it committed:
+//
+//   - in a directory, temporary files named <object>.tmp-<12 hex digits>,
+//     of the segments and of the manifest it was writing (an object store
+//     discards an upload that was not completed; an incomplete multipart
+//     upload is the bucket's lifecycle rules' to expire);
+//   - segments of the checkpoints it had not committed, under its epoch.
+//
+// None is ever listed as part of the store. The next owner's cleanup,
+// which follows each of its commits, removes the segments and segment
+// temporaries of older epochs at once, and a manifest's temporary files
+// with the manifests of their number (once four newer manifests are
+// committed: a stale writer may still be committing one of the newest
+// numbers, and must then find it taken, not vanished).
 //
 // # Errors
 //

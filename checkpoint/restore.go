@@ -59,7 +59,7 @@ func (s *Store) restore(ctx context.Context, m *Manifest) error {
 	if err := restoreAll(ctx, s.b, []source{{s.st, m}}, nil); err != nil {
 		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrStorage) {
 			// A newer owner's cleanup may have removed what it read.
-			return s.fencedCause(err)
+			return s.fencedCause(ctx, err)
 		}
 		return err
 	}

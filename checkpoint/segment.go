@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -96,7 +97,8 @@ const readChunk = 4 << 20
 // against the manifest's reference as it reads, before anything uses the
 // bytes: a segment of the right size with other content (another writer's,
 // or rewritten) is an ErrCorrupt naming it. It allocates s.Size bytes, the
-// size the manifest records and the object has.
+// size the manifest records and the object has, once checkLarge found the
+// segment to be what its manifest says.
 func readSegment(ctx context.Context, st Storage, s Segment, fetched *atomic.Int64) ([]byte, error) {
 	f, err := st.Open(ctx, s.Name)
 	if err != nil {
@@ -105,6 +107,9 @@ func readSegment(ctx context.Context, st Storage, s Segment, fetched *atomic.Int
 	defer f.Close()
 	if f.Size() != s.Size {
 		return nil, fmt.Errorf("%w: segment %s has %d bytes, the manifest says %d", ErrCorrupt, s.Name, f.Size(), s.Size)
+	}
+	if err := checkLarge(s, f); err != nil {
+		return nil, err
 	}
 	buf := make([]byte, s.Size)
 	h := xxhash.New()
@@ -128,6 +133,58 @@ func readSegment(ctx context.Context, st Storage, s Segment, fetched *atomic.Int
 		return nil, fmt.Errorf("%w: segment %s: xxhash64 %s, the manifest says %s", ErrCorrupt, s.Name, got, s.Sum)
 	}
 	return buf, nil
+}
+
+// wholeReadMax is the size up to which a segment is read into memory
+// without a look at its skeleton first: a few ranged reads cost more than
+// they save below it.
+const wholeReadMax = 64 << 20
+
+// checkLarge checks, before a segment of more than wholeReadMax bytes is
+// read into memory, that it can be what its manifest says: its skeleton
+// (header, index and footer, a few small reads) against the manifest's
+// skeleton xxhash64, and its size against the memory this process may
+// use. A manifest that claims a segment of another size (edited, or an
+// object grown by hand) then fails with an ErrCorrupt naming it instead
+// of allocating that size; a real segment larger than the memory is an
+// ErrMismatch, since a restore holds its segments in memory.
+func checkLarge(s Segment, f ObjectReader) error {
+	if s.Size <= wholeReadMax {
+		return nil
+	}
+	if s.Skeleton != "" {
+		rr := &recordingReader{r: storageReaderAt{f: f, name: s.Name}, h: xxhash.New()}
+		var err error
+		if s.Delta {
+			_, err = delta.Open(rr, s.Size)
+		} else {
+			_, err = snapshot.Open(rr, s.Size)
+		}
+		if err == nil {
+			err = checkSkeleton(s, rr)
+		}
+		if err != nil {
+			if classified(err) {
+				return err
+			}
+			return fmt.Errorf("%w: segment %s (%d bytes, as its manifest says): %w", ErrCorrupt, s.Name, s.Size, err)
+		}
+	}
+	if limit := memoryLimit(); s.Size > limit {
+		return fmt.Errorf("%w: segment %s has %d bytes, more than the %d this process may use (physical memory, GOMEMLIMIT): a restore holds its segments in memory",
+			ErrMismatch, s.Name, s.Size, limit)
+	}
+	return nil
+}
+
+// memoryLimit is the memory this process may use: the least of the Go
+// runtime's memory limit and the machine's physical memory, where known.
+func memoryLimit() int64 {
+	limit := debug.SetMemoryLimit(-1)
+	if phys := physicalMemory(); phys > 0 {
+		limit = min(limit, phys)
+	}
+	return limit
 }
 
 // openFull reads and checks a checkpoint's full segment and opens it as a

@@ -103,7 +103,28 @@ type Options struct {
 	// Logger, if set, logs each CheckpointEvent: at Info when committed,
 	// at Warn when failed.
 	Logger *slog.Logger
+	// CheckpointTimeout bounds each checkpoint and savepoint, from
+	// Checkpoint (or Savepoint) to its commit: one that has not committed
+	// by then fails with context.DeadlineExceeded, and the storage calls
+	// it has in flight are cancelled. It applies within the context given
+	// to Checkpoint, which may end it sooner. Default
+	// DefaultCheckpointTimeout; negative: no bound but that context's (a
+	// storage that stops answering then holds the checkpoint until the
+	// context ends).
+	CheckpointTimeout time.Duration
+	// CloseTimeout bounds how long Close waits for the checkpoints it
+	// cancels to return (default DefaultCloseTimeout). A storage call
+	// honours its context's cancellation; one that does not (a local file
+	// system hung in the kernel) is left running, and Close says so.
+	CloseTimeout time.Duration
 }
+
+// The default timeouts of a Store (Options). A Flink checkpoint times out
+// after 10 minutes by default too (execution.checkpointing.timeout).
+const (
+	DefaultCheckpointTimeout = 10 * time.Minute
+	DefaultCloseTimeout      = 10 * time.Second
+)
 
 // Store takes a backend's checkpoints and savepoints into a Storage and
 // restores them. It owns the storage: Open takes ownership, and from then
@@ -162,6 +183,12 @@ func Open(ctx context.Context, b *cowstate.Backend, st Storage, opts Options) (*
 	}
 	if s.opts.MaxPending <= 0 {
 		s.opts.MaxPending = 8
+	}
+	if s.opts.CheckpointTimeout == 0 {
+		s.opts.CheckpointTimeout = DefaultCheckpointTimeout
+	}
+	if s.opts.CloseTimeout <= 0 {
+		s.opts.CloseTimeout = DefaultCloseTimeout
 	}
 	for attempt := 0; ; attempt++ {
 		head, err := readHead(ctx, st, opts.SkipDamaged)
@@ -275,6 +302,13 @@ func readHead(ctx context.Context, st Storage, skipDamaged bool) (*head, error) 
 		}
 	}
 	slices.Sort(seqs)
+	if err := checkNewestPresent(seqs); err != nil {
+		h.damage = append(h.damage, err)
+		if !skipDamaged {
+			return nil, err
+		}
+		h.skipped = append(h.skipped, manifestName(h.maxSeq+1))
+	}
 	for i := len(seqs) - 1; i >= 0; i-- {
 		name := manifestName(seqs[i])
 		sm, err := readManifest(ctx, st, name)
@@ -294,6 +328,38 @@ func readHead(ctx context.Context, st Storage, skipDamaged bool) (*head, error) 
 		break
 	}
 	return h, nil
+}
+
+// checkNewestPresent tells, from the manifest numbers present (sorted),
+// whether newer manifests were committed and have since gone (deleted by
+// hand, lost by the storage): the store would otherwise silently be an
+// older commit. Only cleanup removes manifests, oldest first, and it
+// removes number g only once g+keptManifests+1 is committed; so if g is
+// missing below the newest present, the store reached at least that
+// number. It cannot tell while no manifest was ever removed: a store of
+// fewer than keptManifests+2 commits, or one whose removed manifests came
+// back.
+func checkNewestPresent(seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	var gap uint64 // the highest number missing below the newest present
+	for i := len(seqs) - 1; i >= 0; i-- {
+		below := uint64(0)
+		if i > 0 {
+			below = seqs[i-1]
+		}
+		if seqs[i] > below+1 {
+			gap = seqs[i] - 1
+			break
+		}
+	}
+	newest := seqs[len(seqs)-1]
+	if gap == 0 || newest >= gap+keptManifests+1 {
+		return nil
+	}
+	return fmt.Errorf("%w: manifests %s to %s are missing: %s was removed, which cleanup does only once %s is committed (the newest present, %s, is an older commit)",
+		ErrCorrupt, manifestName(newest+1), manifestName(gap+keptManifests+1), manifestName(gap), manifestName(gap+keptManifests+1), manifestName(newest))
 }
 
 func readManifest(ctx context.Context, st Storage, name string) (*storeManifest, error) {
@@ -451,13 +517,18 @@ func (s *Store) take(ctx context.Context, id uint64, savepoint bool, userMeta []
 	}
 	start := time.Now()
 	snap := s.b.Snapshot()
-	ctx, cancel := context.WithCancel(ctx)
+	var cancel context.CancelFunc
+	if s.opts.CheckpointTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, s.opts.CheckpointTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	cp := &Checkpoint{id: id, savepoint: savepoint, done: make(chan struct{}), cancel: cancel, snap: snap, capture: time.Since(start), userMeta: userMeta}
 	if savepoint {
 		cp.kind = KindSavepoint
 		cp.names = []string{savepointName(epoch, id)}
 		s.use(cp.names...)
-		go s.finish(cp, nil, func() (*Manifest, error) { return s.writeSavepoint(ctx, cp, epoch) })
+		go s.finish(ctx, cp, nil, func() (*Manifest, error) { return s.writeSavepoint(ctx, cp, epoch) })
 		return cp, nil
 	}
 	base := s.base
@@ -473,7 +544,7 @@ func (s *Store) take(ctx context.Context, id uint64, savepoint bool, userMeta []
 	}
 	s.pending[id] = cp
 	s.use(cp.names...)
-	go s.finish(cp, base, func() (*Manifest, error) { return s.writeCheckpoint(ctx, cp, base, epoch) })
+	go s.finish(ctx, cp, base, func() (*Manifest, error) { return s.writeCheckpoint(ctx, cp, base, epoch) })
 	return cp, nil
 }
 
@@ -488,11 +559,11 @@ func (s *Store) oldestPending() uint64 {
 }
 
 // finish runs a write on its own goroutine and records its outcome.
-func (s *Store) finish(cp *Checkpoint, base *checkpointBase, write func() (*Manifest, error)) {
+func (s *Store) finish(ctx context.Context, cp *Checkpoint, base *checkpointBase, write func() (*Manifest, error)) {
 	start := time.Now()
 	m, err := write()
-	if err != nil && !errors.Is(err, ErrFenced) && !errors.Is(err, context.Canceled) {
-		err = s.fencedCause(err)
+	if err != nil && !errors.Is(err, ErrFenced) {
+		err = s.fencedCause(ctx, err)
 	}
 	s.mu.Lock()
 	if base != nil {
@@ -519,9 +590,15 @@ func (s *Store) finish(cp *Checkpoint, base *checkpointBase, write func() (*Mani
 // fencedCause tells a write that failed because another owner took the
 // store (whose cleanup removes what a fenced writer was writing) from any
 // other failure: if a newer owner committed, the store is fenced and the
-// error says so. Costs a listing and a manifest read, on failures only.
-func (s *Store) fencedCause(err error) error {
-	h, herr := readHead(context.Background(), s.st, true)
+// error says so. Costs a listing and a manifest read, on failures only,
+// under the write's context: a write that failed because its context
+// ended (cancelled, or past its deadline) is not looked into, since the
+// storage may be what stopped answering; its next commit finds out.
+func (s *Store) fencedCause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	h, herr := readHead(ctx, s.st, true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fenced == nil && herr == nil && h.manifest != nil && h.manifest.Seq > s.current.Seq && h.manifest.Writer != s.writer {
@@ -748,9 +825,11 @@ const keptManifests = 3
 // removeGarbage removes the objects of this store's epoch or older that the
 // current manifest does not reference and no write or read in progress
 // uses: segments of dropped checkpoints, of failed or aborted ones,
-// temporary files a crash left behind, and manifests older than the newest
-// few. Objects of a newer epoch belong to a newer owner and are never
-// touched. Failures are left for the next cleanup. Runs after a commit.
+// temporary files a crash left behind (of segments of this epoch or older,
+// and of manifests older than the newest few), and manifests older than
+// the newest few. Objects of a newer epoch belong to a newer owner and are
+// never touched. Failures are left for the next cleanup. Runs after a
+// commit.
 func (s *Store) removeGarbage(ctx context.Context) error {
 	if err := s.settleUnsure(ctx); err != nil {
 		return err
@@ -786,6 +865,21 @@ func (s *Store) removeGarbage(ctx context.Context) error {
 	for _, n := range names {
 		base := baseName(n)
 		if referenced[n] || inUse[base] {
+			continue
+		}
+		if seq, ok := manifestSeq(base); ok && n != base {
+			// A manifest's temporary file: left by a crash, unless a
+			// writer is committing that number. This store commits
+			// above the current number, and so does a newer owner; a
+			// stale writer may be committing at most a few below, and
+			// losing its temporary file would fail its commit with a
+			// storage error rather than with "exists". So the ones
+			// removed are those of the numbers cleanup removes.
+			if seq+keptManifests < cur.Seq {
+				if err := s.st.Remove(ctx, n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, storageErr("cleanup: remove "+n, err))
+				}
+			}
 			continue
 		}
 		if seq, ok := manifestSeq(n); ok {
@@ -964,7 +1058,11 @@ func (s *Store) Abort(ctx context.Context, id uint64) error {
 	if !ok {
 		return fmt.Errorf("%w: abort of checkpoint %d, which is not pending", ErrInvalid, id)
 	}
-	<-cp.done
+	select {
+	case <-cp.done:
+	case <-ctx.Done(): // cancelled, but its storage call has not returned
+		return ctx.Err()
+	}
 	if cp.err != nil {
 		return nil
 	}
@@ -1040,8 +1138,11 @@ func (s *Store) DeleteSavepoint(ctx context.Context, id uint64) error {
 }
 
 // Close gives up the store: pending checkpoints are cancelled and waited
-// for, and every snapshot the store holds is released. The storage keeps
-// what was committed; another Store may open it. Writer goroutine only.
+// for, at most Options.CloseTimeout, and every snapshot the store holds is
+// released. A checkpoint whose storage call does not return by then is
+// left to finish on its own (its snapshot is released when it does), and
+// the error, matching ErrStorage, names it. The storage keeps what was
+// committed; another Store may open it. Writer goroutine only.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	var wait []*Checkpoint
@@ -1055,9 +1156,30 @@ func (s *Store) Close() error {
 		s.base = nil
 	}
 	s.mu.Unlock()
+	timeout := time.NewTimer(s.opts.CloseTimeout)
+	defer timeout.Stop()
+	var stuck []uint64
 	for _, cp := range wait {
-		<-cp.done
-		cp.snap.Release() // idempotent: before dropLocked's goroutine
+		select {
+		case <-cp.done:
+			cp.snap.Release() // idempotent: before dropLocked's goroutine
+			continue
+		case <-timeout.C:
+		}
+		for _, cp := range wait {
+			select {
+			case <-cp.done:
+				cp.snap.Release()
+			default:
+				stuck = append(stuck, cp.id)
+			}
+		}
+		break
+	}
+	if len(stuck) > 0 {
+		slices.Sort(stuck)
+		return fmt.Errorf("%w: close of %s: checkpoints %v still in the storage %v after their cancellation",
+			ErrStorage, s.st, stuck, s.opts.CloseTimeout)
 	}
 	return nil
 }

@@ -92,8 +92,9 @@ func (r *Report) Intact() bool { return len(r.Damage) == 0 }
 // are regular objects with the size and xxhash64 its manifest records,
 // decode as the format they claim (header, index, footer, every section),
 // hold the delta and the key groups the manifest says, and chain up. Each
-// object is read once, however many checkpoints share it; each reference
-// is checked. A storage with no manifest is ErrNoCheckpoint; the error is
+// object is read once, however many checkpoints share it (one of more than
+// 64 MiB twice, hashed and then decoded, so that memory stays bounded
+// whatever size an object has); each reference is checked. A storage with no manifest is ErrNoCheckpoint; the error is
 // otherwise for a storage that cannot be listed. Do not run it
 // concurrently with writes to the store if you want a consistent answer.
 // Any goroutine.
@@ -150,18 +151,32 @@ func readFacts(ctx context.Context, st Storage, seg Segment) *objectFacts {
 	}
 	defer obj.Close()
 	f.size = obj.Size()
-	b := make([]byte, 0, min(f.size, 1<<30))
-	h := xxhash.New()
-	w := io.MultiWriter(h, &sliceWriter{&b})
-	if _, err := io.Copy(w, io.NewSectionReader(obj, 0, f.size)); err != nil {
-		f.problem = fmt.Sprintf("read: %v", err)
-		return f
+	kind := Segment{Name: seg.Name, Delta: isDeltaName(seg.Name)}
+	var src io.ReaderAt
+	if f.size <= wholeReadMax {
+		b := make([]byte, 0, f.size)
+		h := xxhash.New()
+		w := io.MultiWriter(h, &sliceWriter{&b})
+		if _, err := io.Copy(w, io.NewSectionReader(obj, 0, f.size)); err != nil {
+			f.problem = fmt.Sprintf("read: %v", err)
+			return f
+		}
+		f.sum = sumHex(h.Sum64())
+		f.skeleton, _ = skeletonSum(ctx, nil, kind, b)
+		src = bytes.NewReader(b)
+	} else {
+		// Streamed, in bounded memory: hashed in chunks, then decoded
+		// through ranged reads, whatever size the object has.
+		if f.sum, err = hashObject(ctx, obj); err != nil {
+			f.problem = fmt.Sprintf("read: %v", err)
+			return f
+		}
+		f.skeleton, _ = skeletonSum(ctx, st, kind, nil)
+		src = storageReaderAt{f: obj, name: seg.Name}
 	}
-	f.sum = sumHex(h.Sum64())
-	f.skeleton, _ = skeletonSum(ctx, nil, Segment{Name: seg.Name, Delta: isDeltaName(seg.Name)}, b)
-	if isDeltaName(seg.Name) {
+	if kind.Delta {
 		f.isDelta = true
-		r, err := delta.Open(bytes.NewReader(b), int64(len(b)))
+		r, err := delta.Open(src, f.size)
 		if err != nil {
 			f.problem = err.Error()
 			return f
@@ -172,7 +187,7 @@ func readFacts(ctx context.Context, st Storage, seg Segment) *objectFacts {
 		}
 		return f
 	}
-	r, err := snapshot.Open(bytes.NewReader(b), int64(len(b)))
+	r, err := snapshot.Open(src, f.size)
 	if err != nil {
 		f.problem = err.Error()
 		return f
@@ -182,6 +197,29 @@ func readFacts(ctx context.Context, st Storage, seg Segment) *objectFacts {
 		f.problem = err.Error()
 	}
 	return f
+}
+
+// hashObject returns the xxhash64 of a whole object, read readChunk bytes
+// at a time.
+func hashObject(ctx context.Context, obj ObjectReader) (string, error) {
+	h := xxhash.New()
+	buf := make([]byte, readChunk)
+	size := obj.Size()
+	for off := int64(0); off < size; off += readChunk {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		want := min(readChunk, size-off)
+		n, err := obj.ReadAt(buf[:want], off)
+		h.Write(buf[:n])
+		if int64(n) < want {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", fmt.Errorf("at %d of %d bytes: %w", off+int64(n), size, err)
+		}
+	}
+	return sumHex(h.Sum64()), nil
 }
 
 type sliceWriter struct{ b *[]byte }

@@ -453,6 +453,19 @@ func (d deleteIgnoresNamespace) DeleteTimer(s string, dom timerqueue.Domain, k, 
 	return found, nil
 }
 
+// deleteMixesDomains deletes, when asked to delete a processing-time timer
+// that does not exist, the event-time timer of the same key, namespace and
+// timestamp: two domains kept in one structure and told apart wrongly.
+type deleteMixesDomains struct{ Backend }
+
+func (d deleteMixesDomains) DeleteTimer(s string, dom timerqueue.Domain, k, ns string, ts int64) (bool, error) {
+	found, err := d.Backend.DeleteTimer(s, dom, k, ns, ts)
+	if err != nil || found || dom != timerqueue.ProcessingTime {
+		return found, err
+	}
+	return d.Backend.DeleteTimer(s, timerqueue.EventTime, k, ns, ts)
+}
+
 // serviceAgainClears: registering a timer service again drops its timers.
 type serviceAgainClears struct {
 	Backend
@@ -780,6 +793,7 @@ var plantedBugs = []bug{
 	{name: "failed-timer-lost", group: "AdvanceWatermark (timers)", new: func(cfg Config) Backend { return failedTimerLost{newCow(cfg)} }, opts: Options{Groups: timerGroups}},
 	{name: "duplicate-timer-reported-new", group: "RegisterTimer (timers)", new: func(cfg Config) Backend { return duplicateIsNew{newCow(cfg)} }, opts: Options{Groups: timerGroups}},
 	{name: "delete-timer-ignores-namespace", group: "DeleteTimer (timers)", new: func(cfg Config) Backend { return deleteIgnoresNamespace{newCow(cfg)} }, opts: Options{Groups: timerGroups}},
+	{name: "delete-timer-mixes-domains", group: "DeleteTimer (timers)", new: func(cfg Config) Backend { return deleteMixesDomains{newCow(cfg)} }, opts: Options{Groups: timerGroups}},
 	{name: "service-registered-again-cleared", group: "RegisterTimerService (timers)", new: func(cfg Config) Backend {
 		return serviceAgainClears{newCow(cfg), map[string]bool{}}
 	}, opts: Options{Groups: timerGroups}},

@@ -44,9 +44,50 @@ func (m *machine) registerWindowTimers(t *rapid.T) {
 	}
 }
 
+// deleteArgs draws a timer to delete: as timerArgs, or, on purpose, one
+// that does not exist but is next to one that does: the (key, namespace,
+// timestamp) of a timer of the other time domain, or a timer of this
+// domain under another namespace or another key. A backend that deletes
+// the timer next to it then differs from the model; drawn by chance, such
+// arguments would come up too rarely to catch it.
+func (m *machine) deleteArgs(t *rapid.T, s string, d int) (key, ns string, ts int64) {
+	near := func(d int) (timer, bool) {
+		ts, err := m.m.TimerEntries(s, domains[d])
+		if err != nil || len(ts) == 0 {
+			return timer{}, false
+		}
+		return ts[rapid.IntRange(0, len(ts)-1).Draw(t, "nearTimer")], true
+	}
+	switch rapid.IntRange(0, 5).Draw(t, "deleteNear") {
+	case 1:
+		if tm, ok := near(1 - d); ok {
+			return tm.Key, tm.Namespace, tm.Timestamp
+		}
+	case 2:
+		if tm, ok := near(d); ok {
+			return tm.Key, otherOf(t, m.nss, tm.Namespace, "otherNS"), tm.Timestamp
+		}
+	case 3:
+		if tm, ok := near(d); ok {
+			return otherOf(t, m.keys, tm.Key, "otherKey"), tm.Namespace, tm.Timestamp
+		}
+	}
+	return m.timerArgs(t, s, d)
+}
+
+// otherOf draws a string of pool other than not, or one of no pool if
+// pool holds only not.
+func otherOf(t *rapid.T, pool []string, not, label string) string {
+	rest := slices.DeleteFunc(slices.Clone(pool), func(s string) bool { return s == not })
+	if len(rest) == 0 {
+		return not + "'"
+	}
+	return rapid.SampledFrom(rest).Draw(t, label)
+}
+
 func (m *machine) deleteTimer(t *rapid.T) {
 	s, d := service(t), domainIndex(t)
-	k, ns, ts := m.timerArgs(t, s, d)
+	k, ns, ts := m.deleteArgs(t, s, d)
 	gd, gerr := m.b.DeleteTimer(s, domains[d], k, ns, ts)
 	wd, werr := m.m.DeleteTimer(s, domains[d], k, ns, ts)
 	m.same(t, fmt.Sprintf("DeleteTimer(%q, %d, %q, %q, %d)", s, domains[d], k, ns, ts), []any{gd}, []any{wd}, gerr, werr)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"time"
+	"unsafe"
 
 	"github.com/cowstate/cowstate/cow"
 )
@@ -119,6 +120,26 @@ func stampedCodec[V any](vc Codec[V]) Codec[stamped[V]] {
 		v, err := vc.Decode(src[8:])
 		return stamped[V]{v, int64(binary.BigEndian.Uint64(src))}, err
 	})
+}
+
+// stampedEquality returns the equality of stamped values the maps and
+// their diffs use (see equalityFor): equal timestamps and equal values. A
+// stamped string or other variable-width value is not comparable as bytes,
+// and without it every entry of a leaf a delete rewrote would diff as
+// changed.
+func stampedEquality[V any]() func(a, b stamped[V]) bool {
+	if equalityFor[stamped[V]]() == nil {
+		return nil // equal bytes: the map compares them itself
+	}
+	ev := equalityFor[V]()
+	if ev == nil { // V compares as bytes, stamped[V] has padding
+		n := int(unsafe.Sizeof(*new(V)))
+		return func(a, b stamped[V]) bool {
+			return a.exp == b.exp &&
+				string(unsafe.Slice((*byte)(unsafe.Pointer(&a.v)), n)) == string(unsafe.Slice((*byte)(unsafe.Pointer(&b.v)), n))
+		}
+	}
+	return func(a, b stamped[V]) bool { return a.exp == b.exp && ev(a.v, b.v) }
 }
 
 // ttlRuntime is a TTL state's configuration and clock.
@@ -558,7 +579,7 @@ func newValueTTL[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N]
 
 func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], vc Codec[V], cfg TTL) *ttlCells[K, N, V] {
 	rt := newTTLRuntime(t, cfg)
-	c := newCells[K, N, stamped[V]](t, info, kc, nc, equalityFor[stamped[V]]())
+	c := newCells[K, N, stamped[V]](t, info, kc, nc, stampedEquality[V]())
 	c.m.compact()
 	c.cell = valueCell(stampedCodec(vc))
 	c.ttl = valueHooks(rt, vc)
@@ -567,11 +588,23 @@ func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N]
 	return &ttlCells[K, N, V]{cells: c, rt: rt}
 }
 
-// after runs the per-access cleanup, if configured.
+// after runs the per-access cleanup, if configured. Every access runs it,
+// whether the key accessed has an entry or not (Flink runs its cleanup
+// before every get, update, add or clear): a job that mostly reads keys it
+// never wrote still cleans up.
 func (c *ttlCells[K, N, V]) after(now int64) {
 	if n := c.rt.cfg.CleanupPerAccess; n > 0 {
 		c.cleanupStep(n, now)
 	}
+}
+
+// clear removes the value of (key, ns), then runs the per-access cleanup.
+func (c *ttlCells[K, N, V]) clear(key K, ns N) error {
+	if err := c.cells.clear(key, ns); err != nil {
+		return err
+	}
+	c.after(c.t.now())
+	return nil
 }
 
 // getLive returns the value of (key, ns) by the TTL's rules: an expired
@@ -584,10 +617,11 @@ func (c *ttlCells[K, N, V]) getLive(key K, ns N) (V, bool, error) {
 		return zero, false, err
 	}
 	s, ok := c.m.getLoc(&l)
+	now := c.t.now()
 	if !ok {
+		c.after(now) // the cleanup runs on every access, as Flink's does
 		return zero, false, nil
 	}
-	now := c.t.now()
 	switch {
 	case s.expired(now):
 		c.m.deleteLoc(&l)

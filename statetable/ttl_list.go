@@ -24,8 +24,16 @@ func newTTLList[K, N, E any](t *Table, info StateInfo, kc Codec[K], nc Codec[N],
 	return ttlInner{inner, &ListState[K, N, E]{keyed: inner.keyed, ttl: l}}
 }
 
-func (l *ttlList[K, N, E]) runtime() *ttlRuntime    { return l.rt }
-func (l *ttlList[K, N, E]) clear(key K, ns N) error { return l.inner.clear(key, ns) }
+func (l *ttlList[K, N, E]) runtime() *ttlRuntime { return l.rt }
+
+func (l *ttlList[K, N, E]) clear(key K, ns N) error {
+	if err := l.inner.clear(key, ns); err != nil {
+		return err
+	}
+	l.after(l.inner.t.now())
+	return nil
+}
+
 func (l *ttlList[K, N, E]) merge(key K, target N, sources []N) error {
 	l.inner.cells.ttl.taint() // elements keep their timestamps: they may move behind the cleanup's cursor
 	return l.inner.MergeNamespaces(key, target, sources...)
@@ -127,10 +135,14 @@ func (l *ttlList[K, N, E]) add(key K, ns N, es []E, replace bool) error {
 // with UpdateOnReadAndWrite.
 func (l *ttlList[K, N, E]) get(key K, ns N) (iter.Seq[E], error) {
 	c, ok, err := l.inner.get(key, ns)
-	if err != nil || !ok {
+	if err != nil {
 		return func(func(E) bool) {}, err
 	}
 	now := l.inner.t.now()
+	if !ok {
+		l.after(now)
+		return func(func(E) bool) {}, nil
+	}
 	expired := l.inner.cells.ttl.expired(c, now)
 	if !expired && !l.rt.onRead() {
 		l.after(now)
@@ -193,5 +205,6 @@ func (l *ttlList[K, N, E]) len(key K, ns N) (int, error) {
 			n++
 		}
 	}
+	l.after(now)
 	return n, nil
 }

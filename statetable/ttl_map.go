@@ -69,8 +69,15 @@ func mapHooks[K, N, UK, UV any](m *ttlMap[K, N, UK, UV], uvc Codec[UV]) *ttlHook
 	}
 }
 
-func (m *ttlMap[K, N, UK, UV]) runtime() *ttlRuntime    { return m.rt }
-func (m *ttlMap[K, N, UK, UV]) clear(key K, ns N) error { return m.inner.clear(key, ns) }
+func (m *ttlMap[K, N, UK, UV]) runtime() *ttlRuntime { return m.rt }
+
+func (m *ttlMap[K, N, UK, UV]) clear(key K, ns N) error {
+	if err := m.inner.clear(key, ns); err != nil {
+		return err
+	}
+	m.after(m.inner.t.now())
+	return nil
+}
 
 // after runs the per-access cleanup, if configured.
 func (m *ttlMap[K, N, UK, UV]) after(now int64) {
@@ -83,10 +90,14 @@ func (m *ttlMap[K, N, UK, UV]) after(now int64) {
 func (m *ttlMap[K, N, UK, UV]) get(key K, ns N, uk UK) (UV, bool, error) {
 	var zero UV
 	s, ok, err := m.inner.Get(key, ns, uk)
-	if err != nil || !ok {
+	if err != nil {
 		return zero, false, err
 	}
 	now := m.inner.t.now()
+	if !ok {
+		m.after(now)
+		return zero, false, nil
+	}
 	switch {
 	case s.expired(now):
 		if err := m.inner.Remove(key, ns, uk); err != nil {
@@ -143,6 +154,7 @@ func (m *ttlMap[K, N, UK, UV]) len(key K, ns N) (int, error) {
 			n++
 		}
 	}
+	m.after(now)
 	return n, nil
 }
 

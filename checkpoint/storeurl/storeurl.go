@@ -15,6 +15,12 @@
 // A file:// URL opens checkpoint.Dir, not gocloud.dev's fileblob, whose
 // create-only write is not atomic.
 //
+// One query parameter is this package's: request_timeout (a Go duration,
+// "30s"; "0" for none) sets the bound of each request of the bucket
+// storage (BucketStorage.SetRequestTimeout; default
+// DefaultRequestTimeout), so that a silent endpoint fails the store's
+// calls instead of holding them.
+//
 // Bucket makes a storage of a gocloud.dev/blob bucket a program opened
 // itself (another driver, its own credentials).
 //
@@ -29,6 +35,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/cowstate/cowstate/checkpoint"
 	"gocloud.dev/blob"
@@ -40,7 +47,9 @@ import (
 
 // Open opens the storage at rawURL (see the package documentation). For
 // object storage the bucket stays open for the life of the program. The
-// errors match checkpoint.ErrStorage and name the URL without its query.
+// errors match checkpoint.ErrStorage (checkpoint.ErrInvalid for a
+// request_timeout that is not a duration) and name the URL without its
+// query.
 func Open(ctx context.Context, rawURL string) (checkpoint.Storage, error) {
 	if dir, ok := LocalDir(rawURL); ok {
 		return checkpoint.Dir(dir)
@@ -48,11 +57,21 @@ func Open(ctx context.Context, rawURL string) (checkpoint.Storage, error) {
 	if u, err := url.Parse(rawURL); err == nil && u.Scheme == "file" {
 		return nil, fmt.Errorf("%w: %s: a file URL names a local path (file:///path)", checkpoint.ErrStorage, Redact(rawURL))
 	}
+	timeout := DefaultRequestTimeout
+	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("request_timeout") {
+		q := u.Query()
+		if timeout, err = time.ParseDuration(q.Get("request_timeout")); err != nil {
+			return nil, fmt.Errorf("%w: %s: request_timeout: %v", checkpoint.ErrInvalid, Redact(rawURL), err)
+		}
+		q.Del("request_timeout") // the drivers reject parameters they do not know
+		u.RawQuery = q.Encode()
+		rawURL = u.String()
+	}
 	b, err := blob.OpenBucket(ctx, rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", checkpoint.ErrStorage, Redact(rawURL), redactErr(err, rawURL))
 	}
-	return Bucket(b, Redact(rawURL)), nil
+	return Bucket(b, Redact(rawURL)).SetRequestTimeout(timeout), nil
 }
 
 // LocalDir returns the directory rawURL names, if it names one: a path
