@@ -36,8 +36,8 @@ type Backend interface {
 	EntryReader
 
 	// MaxParallelism returns the number of key groups; the key group of a
-	// key is statetable.KeyGroupOf(statetable.HashKey([]byte(key)),
-	// MaxParallelism()), in every backend and every process.
+	// key is statetable.KeyGroupOfKey([]byte(key), MaxParallelism()), in
+	// every backend and every process.
 	MaxParallelism() int
 	// KeyGroups returns the range of key groups the backend owns.
 	KeyGroups() statetable.KeyGroupRange

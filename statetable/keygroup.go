@@ -68,6 +68,14 @@ func KeyGroupOf(keyHash uint64, maxParallelism int) int {
 	return int(top * uint64(maxParallelism) >> keyHashBits)
 }
 
+// KeyGroupOfKey returns the key group of an encoded key for maxParallelism
+// key groups: KeyGroupOf(HashKey(encodedKey), maxParallelism), the rule
+// every backend follows. A key's encoding is its key codec's (the bytes
+// of a string key, for statetable.String). Any goroutine.
+func KeyGroupOfKey(encodedKey []byte, maxParallelism int) int {
+	return KeyGroupOf(HashKey(encodedKey), maxParallelism)
+}
+
 // EntryHash returns the hash of the state entry (key, namespace): the key's
 // leading keyHashBits bits followed by the namespace hash's low bits. It
 // orders a state table by key group, then key, then namespace.
