@@ -124,7 +124,7 @@ func (s *TimerService[K, N]) AdvanceWatermark(wm int64, fire func(key K, ns N, t
 func (s *TimerService[K, N]) AdvanceProcessingTime(fire func(key K, ns N, ts int64) error) (fired int, err error) {
 	fired, err = s.advance(s.processing, s.b.ProcessingTime(), fire)
 	if err == nil {
-		s.b.table.CleanupExpired(s.b.ttlStep)
+		s.b.table.CleanupExpired(s.b.table.TTLCleanupPerAdvance())
 	}
 	return fired, err
 }

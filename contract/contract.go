@@ -130,7 +130,7 @@ type TTLBackend interface {
 	// RegisterStateTTL registers a state with a TTL; again with the same
 	// kind and TTL is a no-op, with another kind or TTL (or registered
 	// without TTL) an error. An invalid TTL is an error matching
-	// statetable.ErrConfig.
+	// statetable.ErrConfig (which is cowstate.ErrConfig).
 	RegisterStateTTL(name string, kind statetable.Kind, ttl statetable.TTL) error
 	// CleanupExpired removes some of what has expired, visiting about
 	// budget entries, and returns the entries visited and removed.
