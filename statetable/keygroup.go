@@ -98,9 +98,12 @@ func KeyGroupStart(g, maxParallelism int) (start uint64, ok bool) {
 }
 
 // KeyGroupRange is an inclusive range of key groups [First, Last]; the empty
-// range has Last < First.
+// range has Last < First. In JSON (a checkpoint manifest) it is
+// {"first":F,"last":L}, which encoding/json also reads from the
+// capitalised keys of the untagged form.
 type KeyGroupRange struct {
-	First, Last int
+	First int `json:"first"`
+	Last  int `json:"last"`
 }
 
 // AllKeyGroups returns the range of every key group for maxParallelism.
