@@ -100,7 +100,7 @@ func TestS3_ServerKilledDuringCheckpoint(t *testing.T) {
 }
 
 // TestS3_BadBucketAndCredentials: a missing bucket and wrong credentials
-// give clear errors that name the store and never the secret.
+// give clear errors that name the store, once, and never the secret.
 func TestS3_BadBucketAndCredentials(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.SetEnv(t)
@@ -110,15 +110,18 @@ func TestS3_BadBucketAndCredentials(t *testing.T) {
 	if err == nil {
 		_, err = checkpoint.Open(bg, j.B, st, checkpoint.Options{})
 	}
-	if !errors.Is(err, checkpoint.ErrStorage) || !strings.Contains(err.Error(), "no-such-bucket") || !strings.Contains(err.Error(), "NoSuchBucket") {
-		t.Fatalf("missing bucket: %v", err)
+	if !errors.Is(err, checkpoint.ErrStorage) || strings.Count(err.Error(), st.String()) != 1 || !strings.Contains(err.Error(), "NoSuchBucket") {
+		t.Fatalf("missing bucket: %v, want ErrStorage naming %s once and NoSuchBucket", err, st)
+	}
+	if _, err := checkpoint.Inspect(bg, st); !errors.Is(err, checkpoint.ErrStorage) || strings.Count(err.Error(), st.String()) != 1 {
+		t.Fatalf("Inspect of a missing bucket: %v, want ErrStorage naming %s once", err, st)
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-0123456789")
 	st, err = storeurl.Open(bg, srv.URL("x/"))
 	if err == nil {
 		_, err = checkpoint.Open(bg, j.B, st, checkpoint.Options{})
 	}
-	if !errors.Is(err, checkpoint.ErrStorage) || !strings.Contains(err.Error(), srv.Bucket) ||
+	if !errors.Is(err, checkpoint.ErrStorage) || strings.Count(err.Error(), st.String()) != 1 ||
 		strings.Contains(err.Error(), "wrong-secret") || strings.Contains(err.Error(), srv.SecretKey) {
 		t.Fatalf("wrong credentials: %v", err)
 	}
