@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/cowstate/cowstate v0.1.0
 	github.com/cowstate/cowstate/checkpoint/storeurl v0.1.0
-	github.com/cowstate/cowstate/internal/s3test v0.1.0
 )
 
 require (
@@ -132,5 +131,4 @@ require (
 replace (
 	github.com/cowstate/cowstate => ..
 	github.com/cowstate/cowstate/checkpoint/storeurl => ../checkpoint/storeurl
-	github.com/cowstate/cowstate/internal/s3test => ../internal/s3test
 )
