@@ -12,6 +12,7 @@ import (
 	"github.com/cowstate/cowstate/checkpoint/storeurl"
 	"github.com/cowstate/cowstate/checkpoint/storeurl/s3test"
 	"github.com/cowstate/cowstate/internal/testjob"
+	_ "gocloud.dev/blob/s3blob" // s3://; the other drivers stay out
 )
 
 var bg = context.Background()
@@ -37,6 +38,21 @@ func TestOpen_Schemes(t *testing.T) {
 	}
 	if _, err := storeurl.Open(bg, "file://otherhost/x"); !errors.Is(err, checkpoint.ErrStorage) {
 		t.Fatalf("file URL with a host: %v", err)
+	}
+}
+
+// TestOpen_NoDriver: a URL whose driver the program does not link (this
+// test links only s3blob) is ErrNoDriver, naming the import to add.
+func TestOpen_NoDriver(t *testing.T) {
+	for u, want := range map[string]string{
+		"gs://bucket?prefix=a/":    `import _ "gocloud.dev/blob/gcsblob"`,
+		"azblob://container":       `import _ "gocloud.dev/blob/azureblob"`,
+		"ftp://host/x?secret=hush": "a scheme storeurl does not know",
+	} {
+		_, err := storeurl.Open(bg, u)
+		if !errors.Is(err, storeurl.ErrNoDriver) || !errors.Is(err, checkpoint.ErrStorage) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "hush") {
+			t.Errorf("Open(%s): %v, want ErrNoDriver and ErrStorage saying %s, without the query", u, err, want)
+		}
 	}
 }
 

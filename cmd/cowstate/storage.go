@@ -8,6 +8,9 @@ import (
 
 	"github.com/cowstate/cowstate/checkpoint"
 	"github.com/cowstate/cowstate/checkpoint/storeurl"
+	_ "gocloud.dev/blob/azureblob" // azblob://
+	_ "gocloud.dev/blob/gcsblob"   // gs://
+	_ "gocloud.dev/blob/s3blob"    // s3://
 )
 
 // The commands name a checkpoint store by a URL that storeurl.Open
