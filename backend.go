@@ -1,37 +1,22 @@
 package cowstate
 
 import (
-	"fmt"
-
 	"github.com/cowstate/cowstate/cow"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
 
-// Config configures a Backend.
-type Config struct {
-	// MaxParallelism is the number of key groups, 1 to 32768; 0 means 128.
-	MaxParallelism int
-	// KeyGroups is the range of key groups this backend owns (one operator
-	// subtask's share); nil means all of them.
-	KeyGroups *statetable.KeyGroupRange
-	// Clock returns processing time in milliseconds; nil means the wall
-	// clock. Tests inject their own. It is the time of processing-time
-	// timers and of state TTLs (ValueWithTTL and the others), read on the
-	// writer goroutine.
-	Clock func() int64
-	// TTLCleanupPerAdvance is the number of entries of TTL states the
-	// incremental cleanup visits on each AdvanceProcessingTime of a timer
-	// service (see Backend.CleanupExpired): 0 means
-	// DefaultTTLCleanupPerAdvance; negative is an error.
-	TTLCleanupPerAdvance int
-}
+// Config configures a Backend: the number of key groups, the share of
+// them it owns, its processing-time clock and its TTL cleanup budget (see
+// statetable.Config for each field). It is statetable.Config, so that one
+// value configures the backend and its state table.
+type Config = statetable.Config
 
 // DefaultTTLCleanupPerAdvance is the cleanup budget of an
 // AdvanceProcessingTime when Config.TTLCleanupPerAdvance is 0: a few
 // hundred microseconds of work at most.
-const DefaultTTLCleanupPerAdvance = 1000
+const DefaultTTLCleanupPerAdvance = statetable.DefaultTTLCleanupPerAdvance
 
 // Backend is the in-memory keyed-state and timer engine of one operator
 // subtask: the keyed states registered on its Table and the timer services
@@ -46,7 +31,6 @@ const DefaultTTLCleanupPerAdvance = 1000
 type Backend struct {
 	owner    *cow.Owner
 	table    *statetable.Table
-	ttlStep  int // entries the TTL cleanup visits per processing-time advance
 	services map[string]timerService
 	names    []string // services in registration order
 }
@@ -69,21 +53,15 @@ func queueOf(s timerService, d timerqueue.Domain) *timerqueue.Queue {
 	return ev
 }
 
-// New returns an empty backend.
+// New returns an empty backend. An invalid cfg is an error matching
+// ErrConfig.
 func New(cfg Config) (*Backend, error) {
-	if cfg.TTLCleanupPerAdvance < 0 {
-		return nil, fmt.Errorf("%w: TTLCleanupPerAdvance %d, want 0 (the default) or more", ErrConfig, cfg.TTLCleanupPerAdvance)
-	}
-	step := cfg.TTLCleanupPerAdvance
-	if step == 0 {
-		step = DefaultTTLCleanupPerAdvance
-	}
 	owner := cow.NewOwner()
-	table, err := statetable.NewTable(owner, statetable.Config{MaxParallelism: cfg.MaxParallelism, KeyGroups: cfg.KeyGroups, Clock: cfg.Clock})
+	table, err := statetable.NewTable(owner, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, err
 	}
-	return &Backend{owner: owner, table: table, ttlStep: step, services: map[string]timerService{}}, nil
+	return &Backend{owner: owner, table: table, services: map[string]timerService{}}, nil
 }
 
 // Table returns the registry of keyed states; register states on it with

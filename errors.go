@@ -3,15 +3,20 @@ package cowstate
 import (
 	"errors"
 
+	"github.com/cowstate/cowstate/cow"
 	"github.com/cowstate/cowstate/statetable"
 )
 
 // Sentinel errors of the backend, matched with errors.Is. The state table's
 // errors (statetable.ErrKeyGroupNotOwned, statetable.ErrStateMismatch, ...)
-// pass through unchanged.
+// pass through unchanged. Where this package and a lower one both name a
+// sentinel, they are one value, so errors.Is matches whichever a caller
+// picks.
 var (
-	// ErrConfig: an invalid Config.
-	ErrConfig = errors.New("cowstate: invalid config")
+	// ErrConfig: an invalid Config, or an invalid setting given when a
+	// state is registered (a TTL). The same sentinel as
+	// statetable.ErrConfig.
+	ErrConfig = statetable.ErrConfig
 	// ErrTimerService: a timer service registered again with other codecs.
 	ErrTimerService = errors.New("cowstate: timer service registered with other codecs")
 	// ErrUnknownTimerService: no timer service is registered under the
@@ -21,8 +26,10 @@ var (
 	ErrNotEmpty = errors.New("cowstate: backend not empty")
 	// ErrReleased: a snapshot written (WriteSnapshot, WriteSavepoint,
 	// StartWrite) that was released before the write, or during it from
-	// another goroutine. What the write put out is not a snapshot.
-	ErrReleased = errors.New("cowstate: snapshot released")
+	// another goroutine; what the write put out is not a snapshot. A read
+	// of a released view (a state's GetAt, a timer snapshot) panics with
+	// an error matching it. The same sentinel as cow.ErrReleased.
+	ErrReleased = cow.ErrReleased
 	// ErrForeignSnapshot: a snapshot of another backend (or nil) read
 	// through a state or timer service (GetAt, LookupAt, PairsAt, KeysAt,
 	// IterateAt, EventTimersAt...). The same sentinel as

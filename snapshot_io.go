@@ -218,7 +218,7 @@ func (s sink) RestoreEntries(state string, n int, b []byte) (int, error) {
 }
 
 func (s sink) RestoreTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error {
-	if kg := statetable.KeyGroupOf(statetable.HashKey([]byte(key)), s.b.MaxParallelism()); kg != g {
+	if kg := statetable.KeyGroupOfKey([]byte(key), s.b.MaxParallelism()); kg != g {
 		return fmt.Errorf("%w: timer of key group %d in the section of key group %d", snapshot.ErrCorrupt, kg, g)
 	}
 	queueOf(s.b.services[service], d).Register(timerqueue.Timer{Timestamp: ts, Key: key, Namespace: ns}, g)

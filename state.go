@@ -10,8 +10,8 @@ import "github.com/cowstate/cowstate/statetable"
 // matching statetable.ErrStateMismatch that names the state. Functions
 // (reduce, aggregate) cannot be compared: a re-registration keeps the
 // first. Each kind has a ...WithTTL variant whose entries expire (see
-// TTL); an invalid TTL is an error matching statetable.ErrConfig that
-// names the state. Writer goroutine only.
+// TTL); an invalid TTL is an error matching ErrConfig that names the
+// state. Writer goroutine only.
 
 // TTL configures a state's time-to-live on the backend's processing-time
 // clock (Config.Clock); see statetable.TTL. A state gets one by its

@@ -52,7 +52,7 @@ func (s *TimerService[K, N]) queues() (*timerqueue.Queue, *timerqueue.Queue) {
 // if the backend does not own the key's key group.
 func (s *TimerService[K, N]) timer(key K, ns N, ts int64) (timerqueue.Timer, int, error) {
 	s.buf = s.kc.Append(s.buf[:0], key)
-	g := statetable.KeyGroupOf(statetable.HashKey(s.buf), s.b.MaxParallelism())
+	g := statetable.KeyGroupOfKey(s.buf, s.b.MaxParallelism())
 	if !s.b.KeyGroups().Contains(g) {
 		return timerqueue.Timer{}, 0, fmt.Errorf("%w: timer service %q: key in key group %d, backend owns %v",
 			statetable.ErrKeyGroupNotOwned, s.name, g, s.b.KeyGroups())
@@ -124,7 +124,7 @@ func (s *TimerService[K, N]) AdvanceWatermark(wm int64, fire func(key K, ns N, t
 func (s *TimerService[K, N]) AdvanceProcessingTime(fire func(key K, ns N, ts int64) error) (fired int, err error) {
 	fired, err = s.advance(s.processing, s.b.ProcessingTime(), fire)
 	if err == nil {
-		s.b.table.CleanupExpired(s.b.ttlStep)
+		s.b.table.CleanupExpired(s.b.table.TTLCleanupPerAdvance())
 	}
 	return fired, err
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/checkpoint"
 	"github.com/cowstate/cowstate/checkpoint/storeurl"
-	"github.com/cowstate/cowstate/internal/s3test"
+	"github.com/cowstate/cowstate/checkpoint/storeurl/s3test"
 	"github.com/cowstate/cowstate/statetable"
+	_ "gocloud.dev/blob/s3blob" // s3://
 )
 
 // benchStorage opens a fresh store location of the kind named: a

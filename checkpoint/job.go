@@ -113,7 +113,7 @@ func (jc *JobCheckpoint) KeyGroups() []statetable.KeyGroupRange {
 func ListJob(ctx context.Context, job Storage) ([]*JobCheckpoint, error) {
 	names, err := job.List(ctx)
 	if err != nil {
-		return nil, storageErr("list "+job.String(), err)
+		return nil, storageErr(listWhat(job, err), err)
 	}
 	var ranges []statetable.KeyGroupRange
 	for _, n := range names {

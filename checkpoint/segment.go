@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,16 @@ func writeObject(ctx context.Context, st Storage, name string, sync *time.Durati
 	return cw.n, h.Sum64(), nil
 }
 
+// listWhat is what storageErr says of a failed List of st: "list" and the
+// store, or nothing if the error names the store already (a
+// BucketStorage's and an os error do), so that a message says where once.
+func listWhat(st Storage, err error) string {
+	if strings.Contains(err.Error(), st.String()) {
+		return ""
+	}
+	return "list " + st.String()
+}
+
 // storageErr classifies an error of the storage (or of what writes to it):
 // a context's error stays itself, an error already classified keeps its
 // class, anything else is ErrStorage.
@@ -55,6 +66,10 @@ func storageErr(what string, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
+	case what == "" && classified(err):
+		return err
+	case what == "":
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	case classified(err):
 		return fmt.Errorf("%s: %w", what, err)
 	}

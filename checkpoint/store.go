@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -289,7 +290,7 @@ type head struct {
 func readHead(ctx context.Context, st Storage, skipDamaged bool) (*head, error) {
 	names, err := st.List(ctx)
 	if err != nil {
-		return nil, storageErr("list "+st.String(), err)
+		return nil, storageErr(listWhat(st, err), err)
 	}
 	h := &head{}
 	var seqs []uint64
@@ -854,7 +855,7 @@ func (s *Store) removeGarbage(ctx context.Context) error {
 
 	names, err := s.st.List(ctx)
 	if err != nil {
-		return storageErr("cleanup: list "+s.st.String(), err)
+		return storageErr(strings.TrimSuffix("cleanup: "+listWhat(s.st, err), ": "), err)
 	}
 	var errs []error
 	// Manifests go oldest first (List sorts them), and a failure stops

@@ -19,15 +19,15 @@ import (
 
 // Listing is what a store holds, as its newest intact manifest says.
 type Listing struct {
-	Storage   string
-	Manifest  string    // the manifest read
-	Epoch     uint64    // owner generation that committed it
-	Committed time.Time // when
+	Storage   string    `json:"storage"`
+	Manifest  string    `json:"manifest"`  // the manifest read
+	Epoch     uint64    `json:"epoch"`     // owner generation that committed it
+	Committed time.Time `json:"committed"` // when
 	// Checkpoints and Savepoints, each by ascending id.
-	Checkpoints []*Manifest
-	Savepoints  []*Manifest
+	Checkpoints []*Manifest `json:"checkpoints"`
+	Savepoints  []*Manifest `json:"savepoints"`
 	// Skipped: newer manifests that are damaged, with what is wrong.
-	Skipped []Damage
+	Skipped []Damage `json:"skipped"`
 }
 
 // Inspect reads the newest intact manifest of a store, without taking

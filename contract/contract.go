@@ -36,8 +36,8 @@ type Backend interface {
 	EntryReader
 
 	// MaxParallelism returns the number of key groups; the key group of a
-	// key is statetable.KeyGroupOf(statetable.HashKey([]byte(key)),
-	// MaxParallelism()), in every backend and every process.
+	// key is statetable.KeyGroupOfKey([]byte(key), MaxParallelism()), in
+	// every backend and every process.
 	MaxParallelism() int
 	// KeyGroups returns the range of key groups the backend owns.
 	KeyGroups() statetable.KeyGroupRange
@@ -130,7 +130,7 @@ type TTLBackend interface {
 	// RegisterStateTTL registers a state with a TTL; again with the same
 	// kind and TTL is a no-op, with another kind or TTL (or registered
 	// without TTL) an error. An invalid TTL is an error matching
-	// statetable.ErrConfig.
+	// statetable.ErrConfig (which is cowstate.ErrConfig).
 	RegisterStateTTL(name string, kind statetable.Kind, ttl statetable.TTL) error
 	// CleanupExpired removes some of what has expired, visiting about
 	// budget entries, and returns the entries visited and removed.

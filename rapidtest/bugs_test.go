@@ -138,7 +138,7 @@ func (v *countedView) Release() {
 type lostDelete struct{ countsViews }
 
 func (l lostDelete) ClearState(state, key, ns string) error {
-	if len(*l.live) > 0 && l.KeyGroups().Contains(KeyGroupOf(key, l.MaxParallelism())) {
+	if len(*l.live) > 0 && l.KeyGroups().Contains(statetable.KeyGroupOfKey([]byte(key), l.MaxParallelism())) {
 		return nil
 	}
 	return l.Backend.ClearState(state, key, ns)
@@ -205,7 +205,7 @@ func (d dropsLastGroup) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size
 		return err
 	}
 	last := d.KeyGroups().Last
-	dropKeys(d.Backend, func(key string) bool { return KeyGroupOf(key, d.MaxParallelism()) == last })
+	dropKeys(d.Backend, func(key string) bool { return statetable.KeyGroupOfKey([]byte(key), d.MaxParallelism()) == last })
 	return nil
 }
 
@@ -286,7 +286,9 @@ func newRandomHash(cfg Config) Backend {
 // keepsUnowned: a restore target keeps every key group of the snapshot
 // (it checks ownership only on writes).
 func newKeepsUnowned(cfg Config) Backend {
-	o := newOwnsAll(cfg, func(o ownsAll, key string) bool { return o.owned.Contains(KeyGroupOf(key, o.MaxParallelism())) }).(ownsAll)
+	o := newOwnsAll(cfg, func(o ownsAll, key string) bool {
+		return o.owned.Contains(statetable.KeyGroupOfKey([]byte(key), o.MaxParallelism()))
+	}).(ownsAll)
 	return keepsUnowned{o}
 }
 
@@ -591,7 +593,7 @@ type putEmptyStores struct {
 }
 
 func (p putEmptyStores) Put(s, k, ns, v string) error {
-	if s == "value" && v == "" && p.KeyGroups().Contains(KeyGroupOf(k, p.MaxParallelism())) {
+	if s == "value" && v == "" && p.KeyGroups().Contains(statetable.KeyGroupOfKey([]byte(k), p.MaxParallelism())) {
 		return p.v.Put(k, ns, "")
 	}
 	return p.Backend.Put(s, k, ns, v)

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -44,12 +43,12 @@ type hooks struct {
 
 // Check runs the suite like Run, without a testing.T, and returns what it
 // found: the machines in order, up to the first that fails. It blocks
-// until done; rapid's flags (-rapid.checks, -rapid.shrinktime, ...) apply
-// as in Run, and fail files are not written. Any goroutine; not
-// concurrently with another Check or Run that sets Options.Seed.
+// until done; rapid's flags (-rapid.seed, -rapid.checks,
+// -rapid.shrinktime, ...) apply as in Run. Fail files are not written:
+// Check turns rapid's -rapid.nofailfile on for its run, so it may be
+// called from any goroutine but not concurrently with another Check.
 func Check(newBackend func(Config) Backend, opts Options) Outcome {
 	opts = opts.withDefaults()
-	defer withSeed(opts.Seed)()
 	defer withFlag("rapid.nofailfile", "true")()
 	var out Outcome
 	var cur []string // the operations of the test case running
@@ -103,14 +102,6 @@ func Check(newBackend func(Config) Backend, opts Options) Outcome {
 func lastLine(s string) string {
 	s = strings.TrimRight(s, "\n")
 	return s[strings.LastIndex(s, "\n")+1:]
-}
-
-// withSeed sets -rapid.seed if seed is not 0, and returns what restores it.
-func withSeed(seed uint64) func() {
-	if seed == 0 {
-		return func() {}
-	}
-	return withFlag("rapid.seed", strconv.FormatUint(seed, 10))
 }
 
 // withFlag sets one of rapid's flags and returns what restores it.

@@ -58,8 +58,8 @@
 // the clock, is not in AllGroups: a backend that implements
 // contract.TTLBackend opts in with AllGroups | GroupTTL), Options.Keys
 // and Options.Namespaces the pool sizes, Options.Duration longer runs, Options.NewRestoreTarget the
-// constructor of the backends snapshots are restored into, Options.Seed
-// the seed.
+// constructor of the backends snapshots are restored into. A run's seed is
+// rapid's: a failure prints the -rapid.seed that replays it.
 //
 // # What it catches
 //
@@ -78,6 +78,4 @@
 //     the writer goes on meanwhile: run the suite with -race.
 //   - The suite compares contents, not formats: each backend restores only
 //     what it wrote itself.
-//   - Options.Seed sets rapid's -rapid.seed flag for the run: runs with a
-//     Seed must not be parallel.
 package rapidtest

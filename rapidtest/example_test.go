@@ -34,7 +34,7 @@ func ExampleCheck() {
 				panic(err)
 			}
 			return b
-		}, rapidtest.Options{Groups: rapidtest.GroupState, Seed: 1})
+		}, rapidtest.Options{Groups: rapidtest.GroupState})
 		if !out.Failed {
 			t.Fatalf("the suite missed the bug in %d test cases, %d steps", out.TestCases, out.Steps)
 		}

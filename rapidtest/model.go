@@ -26,7 +26,7 @@ import (
 // deep-copied at every Capture, with no cleverness anywhere: where the
 // contract leaves a choice, the code below is the answer.
 //
-//   - Key groups: statetable.KeyGroupOf(statetable.HashKey([]byte(key)),
+//   - Key groups: statetable.KeyGroupOfKey([]byte(key),
 //     MaxParallelism()); a key outside KeyGroups() is an error
 //     (statetable.ErrKeyGroupNotOwned) for every operation that names it.
 //   - Timer order: by timestamp, then key bytes, then namespace bytes
@@ -97,13 +97,8 @@ func NewModel(cfg Config) (*Model, error) {
 func (m *Model) MaxParallelism() int                 { return m.maxPar }
 func (m *Model) KeyGroups() statetable.KeyGroupRange { return m.owned }
 
-// KeyGroupOf is the key group of a key: the spec every backend follows.
-func KeyGroupOf(key string, maxParallelism int) int {
-	return statetable.KeyGroupOf(statetable.HashKey([]byte(key)), maxParallelism)
-}
-
 func (m *Model) own(key string) error {
-	if g := KeyGroupOf(key, m.maxPar); !m.owned.Contains(g) {
+	if g := statetable.KeyGroupOfKey([]byte(key), m.maxPar); !m.owned.Contains(g) {
 		return fmt.Errorf("%w: key %q in key group %d, model owns %v", statetable.ErrKeyGroupNotOwned, key, g, m.owned)
 	}
 	return nil

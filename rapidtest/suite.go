@@ -130,12 +130,6 @@ type Options struct {
 	// services are registered. nil: the backend constructor given to Run
 	// makes them too.
 	NewRestoreTarget func(Config) Backend
-	// Seed, if not 0, is the seed of the first test case, as
-	// -rapid.seed would set it (rapid derives the others from it); 0
-	// leaves rapid's flag as it is. It sets the flag for the duration of
-	// the run: do not run suites with a Seed in parallel.
-	Seed uint64
-
 	// hooks, for Check: count steps and record operations.
 	hooks *hooks
 }
@@ -169,7 +163,6 @@ func (o Options) withDefaults() Options {
 func Run(t *testing.T, newBackend func(Config) Backend, opts Options) {
 	t.Helper()
 	opts = opts.withDefaults()
-	defer withSeed(opts.Seed)()
 	for _, m := range Machines {
 		t.Run(string(m), func(t *testing.T) {
 			t.Helper()

@@ -20,6 +20,7 @@ var (
 	ErrKeyGroupNotOwned = errors.New("statetable: key group not owned")
 	// ErrDecode: bytes that do not decode with the codec they claim.
 	ErrDecode = errors.New("statetable: cannot decode")
-	// ErrConfig: an invalid configuration (max parallelism, key-group range).
-	ErrConfig = errors.New("statetable: invalid config")
+	// ErrConfig: an invalid configuration (Config, a TTL). It is
+	// cowstate.ErrConfig too, hence the module's name in its text.
+	ErrConfig = errors.New("cowstate: invalid config")
 )

@@ -68,6 +68,14 @@ func KeyGroupOf(keyHash uint64, maxParallelism int) int {
 	return int(top * uint64(maxParallelism) >> keyHashBits)
 }
 
+// KeyGroupOfKey returns the key group of an encoded key for maxParallelism
+// key groups: KeyGroupOf(HashKey(encodedKey), maxParallelism), the rule
+// every backend follows. A key's encoding is its key codec's (the bytes
+// of a string key, for statetable.String). Any goroutine.
+func KeyGroupOfKey(encodedKey []byte, maxParallelism int) int {
+	return KeyGroupOf(HashKey(encodedKey), maxParallelism)
+}
+
 // EntryHash returns the hash of the state entry (key, namespace): the key's
 // leading keyHashBits bits followed by the namespace hash's low bits. It
 // orders a state table by key group, then key, then namespace.
@@ -90,9 +98,12 @@ func KeyGroupStart(g, maxParallelism int) (start uint64, ok bool) {
 }
 
 // KeyGroupRange is an inclusive range of key groups [First, Last]; the empty
-// range has Last < First.
+// range has Last < First. In JSON (a checkpoint manifest) it is
+// {"first":F,"last":L}, which encoding/json also reads from the
+// capitalised keys of the untagged form.
 type KeyGroupRange struct {
-	First, Last int
+	First int `json:"first"`
+	Last  int `json:"last"`
 }
 
 // AllKeyGroups returns the range of every key group for maxParallelism.

@@ -10,19 +10,31 @@ import (
 	"github.com/cowstate/cowstate/cow"
 )
 
-// Config configures a Table.
+// Config configures a Table, and the backend built on it (cowstate.Config
+// is this type).
 type Config struct {
 	// MaxParallelism is the number of key groups, in [1, MaxParallelismLimit];
 	// 0 means DefaultMaxParallelism.
 	MaxParallelism int
-	// KeyGroups is the range of key groups this table owns; the zero value
-	// means all of them. Writing a key of another key group is an error.
+	// KeyGroups is the range of key groups this table owns (one operator
+	// subtask's share); nil means all of them. Writing a key of another
+	// key group is an error.
 	KeyGroups *KeyGroupRange
-	// Clock returns processing time in milliseconds, the time of TTL
-	// states (see TTL); nil means the wall clock. It is called on the
+	// Clock returns processing time in milliseconds; nil means the wall
+	// clock. Tests inject their own. It is the time of TTL states (see
+	// TTL) and of a backend's processing-time timers, called on the
 	// writer goroutine only, at most once per access of a TTL state.
 	Clock func() int64
+	// TTLCleanupPerAdvance is the number of entries of TTL states the
+	// incremental cleanup visits on each processing-time advance of a
+	// backend's timer service (see Table.CleanupExpired): 0 means
+	// DefaultTTLCleanupPerAdvance; negative is an error.
+	TTLCleanupPerAdvance int
 }
+
+// DefaultTTLCleanupPerAdvance is Config.TTLCleanupPerAdvance when it is 0:
+// a few hundred microseconds of work at most.
+const DefaultTTLCleanupPerAdvance = 1000
 
 // Table is the registry of the keyed states of one backend: every state's
 // entries live in persistent maps owned by one cow.Owner, so one capture
@@ -45,6 +57,8 @@ type Table struct {
 	pinnedAt int64
 	ttl      []ttlState // the TTL states, in registration order
 	ttlNext  int        // the TTL state CleanupExpired goes on with
+	// cleanupStep is Config.TTLCleanupPerAdvance, its default applied.
+	cleanupStep int
 	// lastNow is the last time read; clockBacks counts the reads that went
 	// back in time (TTL cleanup floors hold only while it does not change).
 	lastNow    int64
@@ -67,11 +81,18 @@ func NewTable(owner *cow.Owner, cfg Config) (*Table, error) {
 			return nil, fmt.Errorf("%w: key groups %v outside [0, %d)", ErrConfig, owned, maxPar)
 		}
 	}
+	if cfg.TTLCleanupPerAdvance < 0 {
+		return nil, fmt.Errorf("%w: TTLCleanupPerAdvance %d, want 0 (the default) or more", ErrConfig, cfg.TTLCleanupPerAdvance)
+	}
+	step := cfg.TTLCleanupPerAdvance
+	if step == 0 {
+		step = DefaultTTLCleanupPerAdvance
+	}
 	clock := cfg.Clock
 	if clock == nil {
 		clock = func() int64 { return time.Now().UnixMilli() }
 	}
-	return &Table{owner: owner, maxPar: maxPar, owned: owned, ownsAll: owned == AllKeyGroups(maxPar), states: map[string]registered{}, clock: clock, lastNow: math.MinInt64}, nil
+	return &Table{owner: owner, maxPar: maxPar, owned: owned, ownsAll: owned == AllKeyGroups(maxPar), states: map[string]registered{}, clock: clock, cleanupStep: step, lastNow: math.MinInt64}, nil
 }
 
 // Owner returns the owner of every structure of the table.
@@ -82,6 +103,11 @@ func (t *Table) MaxParallelism() int { return t.maxPar }
 
 // KeyGroups returns the range of key groups the table owns.
 func (t *Table) KeyGroups() KeyGroupRange { return t.owned }
+
+// TTLCleanupPerAdvance returns Config.TTLCleanupPerAdvance, or its default:
+// the budget of the CleanupExpired that follows each processing-time
+// advance.
+func (t *Table) TTLCleanupPerAdvance() int { return t.cleanupStep }
 
 // Kind is the kind of a keyed state.
 type Kind uint8

@@ -6,8 +6,20 @@
 //	gs://bucket?prefix=...                Google Cloud Storage
 //	azblob://container?prefix=...         Azure Blob Storage
 //
-// Object storage goes through gocloud.dev/blob; the query parameters are
-// its drivers' (for an S3-compatible server on loopback:
+// Object storage goes through gocloud.dev/blob, and as there a program
+// links the SDK of a service only if it imports that service's driver for
+// its side effect:
+//
+//	import _ "gocloud.dev/blob/s3blob"    // s3://
+//	import _ "gocloud.dev/blob/gcsblob"   // gs://
+//	import _ "gocloud.dev/blob/azureblob" // azblob://
+//
+// A program that keeps its checkpoints in S3 then builds without the GCS
+// and Azure SDKs or gRPC. Open of a scheme whose driver is not linked is
+// an error matching ErrNoDriver that names the import.
+//
+// The query parameters are the drivers' (for an S3-compatible server on
+// loopback:
 // endpoint=http://127.0.0.1:PORT&use_path_style=true&disable_https=true&
 // region=us-east-1&request_checksum_calculation=when_required, besides
 // prefix). Credentials come from each service's standard environment (for
@@ -22,16 +34,17 @@
 // calls instead of holding them.
 //
 // Bucket makes a storage of a gocloud.dev/blob bucket a program opened
-// itself (another driver, its own credentials).
+// itself (another driver, its own credentials). Package s3test starts a
+// real S3-compatible server for tests.
 //
 // This package is a module of its own, github.com/cowstate/cowstate/checkpoint/storeurl,
-// because it links gocloud.dev and the S3, GCS and Azure SDKs: the library
-// module (and a program that needs only a directory, checkpoint.Dir) does
-// not depend on them.
+// because it depends on gocloud.dev: the library module (and a program
+// that needs only a directory, checkpoint.Dir) does not.
 package storeurl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -39,11 +52,21 @@ import (
 
 	"github.com/cowstate/cowstate/checkpoint"
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/azureblob" // azblob://
-	_ "gocloud.dev/blob/gcsblob"   // gs://
-	_ "gocloud.dev/blob/memblob"   // mem://
-	_ "gocloud.dev/blob/s3blob"    // s3://
+	_ "gocloud.dev/blob/memblob" // mem://
 )
+
+// ErrNoDriver: a URL of object storage whose gocloud.dev/blob driver the
+// program does not link (see the package documentation). It also
+// matches checkpoint.ErrStorage.
+var ErrNoDriver = errors.New("storeurl: no driver for the URL's scheme")
+
+// drivers are the gocloud.dev/blob drivers of the schemes storeurl
+// documents, for the message of ErrNoDriver.
+var drivers = map[string]string{
+	"s3":     "gocloud.dev/blob/s3blob",
+	"gs":     "gocloud.dev/blob/gcsblob",
+	"azblob": "gocloud.dev/blob/azureblob",
+}
 
 // Open opens the storage at rawURL (see the package documentation). For
 // object storage the bucket stays open for the life of the program. The
@@ -56,6 +79,13 @@ func Open(ctx context.Context, rawURL string) (checkpoint.Storage, error) {
 	}
 	if u, err := url.Parse(rawURL); err == nil && u.Scheme == "file" {
 		return nil, fmt.Errorf("%w: %s: a file URL names a local path (file:///path)", checkpoint.ErrStorage, Redact(rawURL))
+	}
+	if u, err := url.Parse(rawURL); err == nil && !blob.DefaultURLMux().ValidBucketScheme(u.Scheme) {
+		hint := "a scheme storeurl does not know"
+		if d, ok := drivers[u.Scheme]; ok {
+			hint = fmt.Sprintf("import _ %q in the program", d)
+		}
+		return nil, fmt.Errorf("%w: %w: open %s: %s:// (%s)", checkpoint.ErrStorage, ErrNoDriver, Redact(rawURL), u.Scheme, hint)
 	}
 	timeout := DefaultRequestTimeout
 	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("request_timeout") {

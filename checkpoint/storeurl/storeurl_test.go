@@ -10,8 +10,9 @@ import (
 
 	"github.com/cowstate/cowstate/checkpoint"
 	"github.com/cowstate/cowstate/checkpoint/storeurl"
-	"github.com/cowstate/cowstate/internal/s3test"
+	"github.com/cowstate/cowstate/checkpoint/storeurl/s3test"
 	"github.com/cowstate/cowstate/internal/testjob"
+	_ "gocloud.dev/blob/s3blob" // s3://; the other drivers stay out
 )
 
 var bg = context.Background()
@@ -37,6 +38,21 @@ func TestOpen_Schemes(t *testing.T) {
 	}
 	if _, err := storeurl.Open(bg, "file://otherhost/x"); !errors.Is(err, checkpoint.ErrStorage) {
 		t.Fatalf("file URL with a host: %v", err)
+	}
+}
+
+// TestOpen_NoDriver: a URL whose driver the program does not link (this
+// test links only s3blob) is ErrNoDriver, naming the import to add.
+func TestOpen_NoDriver(t *testing.T) {
+	for u, want := range map[string]string{
+		"gs://bucket?prefix=a/":    `import _ "gocloud.dev/blob/gcsblob"`,
+		"azblob://container":       `import _ "gocloud.dev/blob/azureblob"`,
+		"ftp://host/x?secret=hush": "a scheme storeurl does not know",
+	} {
+		_, err := storeurl.Open(bg, u)
+		if !errors.Is(err, storeurl.ErrNoDriver) || !errors.Is(err, checkpoint.ErrStorage) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "hush") {
+			t.Errorf("Open(%s): %v, want ErrNoDriver and ErrStorage saying %s, without the query", u, err, want)
+		}
 	}
 }
 
@@ -100,7 +116,7 @@ func TestS3_ServerKilledDuringCheckpoint(t *testing.T) {
 }
 
 // TestS3_BadBucketAndCredentials: a missing bucket and wrong credentials
-// give clear errors that name the store and never the secret.
+// give clear errors that name the store, once, and never the secret.
 func TestS3_BadBucketAndCredentials(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.SetEnv(t)
@@ -110,15 +126,18 @@ func TestS3_BadBucketAndCredentials(t *testing.T) {
 	if err == nil {
 		_, err = checkpoint.Open(bg, j.B, st, checkpoint.Options{})
 	}
-	if !errors.Is(err, checkpoint.ErrStorage) || !strings.Contains(err.Error(), "no-such-bucket") || !strings.Contains(err.Error(), "NoSuchBucket") {
-		t.Fatalf("missing bucket: %v", err)
+	if !errors.Is(err, checkpoint.ErrStorage) || strings.Count(err.Error(), st.String()) != 1 || !strings.Contains(err.Error(), "NoSuchBucket") {
+		t.Fatalf("missing bucket: %v, want ErrStorage naming %s once and NoSuchBucket", err, st)
+	}
+	if _, err := checkpoint.Inspect(bg, st); !errors.Is(err, checkpoint.ErrStorage) || strings.Count(err.Error(), st.String()) != 1 {
+		t.Fatalf("Inspect of a missing bucket: %v, want ErrStorage naming %s once", err, st)
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-0123456789")
 	st, err = storeurl.Open(bg, srv.URL("x/"))
 	if err == nil {
 		_, err = checkpoint.Open(bg, j.B, st, checkpoint.Options{})
 	}
-	if !errors.Is(err, checkpoint.ErrStorage) || !strings.Contains(err.Error(), srv.Bucket) ||
+	if !errors.Is(err, checkpoint.ErrStorage) || strings.Count(err.Error(), st.String()) != 1 ||
 		strings.Contains(err.Error(), "wrong-secret") || strings.Contains(err.Error(), srv.SecretKey) {
 		t.Fatalf("wrong credentials: %v", err)
 	}

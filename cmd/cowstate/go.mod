@@ -5,12 +5,12 @@ go 1.26.0
 require (
 	github.com/cowstate/cowstate v0.1.0
 	github.com/cowstate/cowstate/checkpoint/storeurl v0.1.0
-	github.com/cowstate/cowstate/internal/s3test v0.1.0
 )
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.46.0
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.111.0
+	gocloud.dev v0.47.0
 )
 
 require (
@@ -74,7 +74,6 @@ require (
 	go.opentelemetry.io/otel/sdk v1.46.0 // indirect
 	go.opentelemetry.io/otel/sdk/metric v1.46.0 // indirect
 	go.opentelemetry.io/otel/trace v1.46.0 // indirect
-	gocloud.dev v0.47.0 // indirect
 	golang.org/x/crypto v0.56.0 // indirect
 	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
@@ -94,5 +93,4 @@ require (
 replace (
 	github.com/cowstate/cowstate => ../..
 	github.com/cowstate/cowstate/checkpoint/storeurl => ../../checkpoint/storeurl
-	github.com/cowstate/cowstate/internal/s3test => ../../internal/s3test
 )

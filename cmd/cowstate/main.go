@@ -271,13 +271,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { cmdUsage(stderr, cmd) }
 	runCmd := cmd.setup(fs)
-	if err := fs.Parse(args[1:]); err != nil {
+	rest, err := parseInterspersed(fs, args[1:])
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	err := runCmd(ctx, fs.Args(), stdout, stderr)
+	err = runCmd(ctx, rest, stdout, stderr)
 	var ue usageError
 	var ee exitError
 	switch {
@@ -292,6 +293,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "cowstate %s: %v\n", cmd.name, err)
 		return 1
+	}
+}
+
+// parseInterspersed parses the flags of args wherever they stand, before or
+// after the arguments ("inspect DIR -json" as "inspect -json DIR"), and
+// returns the arguments in order; everything after "--" is an argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// Parse stops at the first argument that is no flag, or just
+		// after a "--".
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
 }
 

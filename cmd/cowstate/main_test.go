@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -44,8 +46,10 @@ func TestUsage(t *testing.T) {
 		{[]string{"help", "demo"}, 0, "-rescale-to m", ""},
 		{[]string{"help", "demo-instance"}, 0, "Demo-instance is internal to cowstate demo", ""},
 		{[]string{"demo-instance"}, 2, "", "need -store"},
-		{[]string{"inspect"}, 2, "", "need exactly one argument, the checkpoint directory"},
-		{[]string{"inspect", "a", "b"}, 2, "", "need exactly one argument, the checkpoint directory"},
+		{[]string{"inspect"}, 2, "", "need the checkpoint directory as the argument, or -store URL"},
+		{[]string{"inspect", "a", "b"}, 2, "", "need one checkpoint directory, got 2 arguments: a b"},
+		{[]string{"inspect", "a", "-json", "b"}, 2, "", "need one checkpoint directory, got 2 arguments: a b"},
+		{[]string{"inspect", "--", "-json"}, 1, "", "no checkpoint store at -json"},
 		{[]string{"verify", "-store", "x", "y"}, 2, "", "give the store as -store URL or as a directory argument, not both"},
 		{[]string{"verify", filepath.Join(t.TempDir(), "missing")}, 1, "", "no checkpoint store at "},
 		{[]string{"verify", "-store", filepath.Join(t.TempDir(), "missing")}, 1, "", "no checkpoint store at "},
@@ -109,10 +113,19 @@ func TestInspectAndVerifyTellTheTruth(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || len(rep.Checkpoints) != 1 || !rep.Checkpoints[0].Restores {
 		t.Errorf("verify -json: status %d, %v\n%s", code, err, stdout)
 	}
+	checkJSONKeys(t, "verify -json", stdout)
 	code, stdout, _ = runCLI("inspect", "-json", dir)
 	var l checkpoint.Listing
 	if err := json.Unmarshal([]byte(stdout), &l); code != 0 || err != nil || len(l.Checkpoints) != 1 || l.Checkpoints[0].Committed.IsZero() {
 		t.Errorf("inspect -json: status %d, %v\n%s", code, err, stdout)
+	}
+	checkJSONKeys(t, "inspect -json", stdout)
+	// Flags may follow the directory.
+	if code, after, stderr := runCLI("inspect", dir, "-json"); code != 0 || after != stdout {
+		t.Errorf("inspect DIR -json: status %d, want the output of inspect -json DIR\n%s%s", code, after, stderr)
+	}
+	if code, after, stderr := runCLI("verify", dir, "-json"); code != 0 || !strings.Contains(after, `"restores": true`) {
+		t.Errorf("verify DIR -json: status %d\n%s%s", code, after, stderr)
 	}
 	// A damaged newest manifest: named, exit 1; the older one is listed.
 	names, _ := filepath.Glob(filepath.Join(dir, "manifest-*"))
@@ -191,6 +204,7 @@ func TestInspectAndVerify_JobStore(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || len(rep.Checkpoints) != 2 || !*rep.Checkpoints[0].Restores || rep.Checkpoints[1].Complete || len(rep.Instances) != 2 {
 		t.Errorf("verify -json of a job store: status %d, %v\n%s", code, err, stdout)
 	}
+	checkJSONKeys(t, "verify -json of a job store", stdout)
 	code, stdout, _ = runCLI("inspect", "-json", dir)
 	var l struct {
 		Checkpoints []jobEntry            `json:"job_checkpoints"`
@@ -199,6 +213,7 @@ func TestInspectAndVerify_JobStore(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &l); code != 0 || err != nil || len(l.Checkpoints) != 2 || len(l.Instances) != 2 {
 		t.Errorf("inspect -json of a job store: status %d, %v\n%s", code, err, stdout)
 	}
+	checkJSONKeys(t, "inspect -json of a job store", stdout)
 
 	// Damage the second instance's segment of checkpoint 1: job checkpoint
 	// 1 no longer restores, and verify names the segment.
@@ -215,6 +230,36 @@ func TestInspectAndVerify_JobStore(t *testing.T) {
 			t.Errorf("verify of a damaged job store: status %d, want %q\n%s", code, want, stdout)
 		}
 	}
+}
+
+// checkJSONKeys fails t unless every key of the JSON out is snake_case
+// ("max_parallelism"), but for the names of states, which are the user's.
+func checkJSONKeys(t *testing.T, what, out string) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, out)
+	}
+	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if !snake.MatchString(k) {
+					t.Errorf("%s: key %q at %s is not snake_case", what, k, path)
+				}
+				if k != "states" {
+					walk(path+"."+k, e)
+				}
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("", v)
 }
 
 // hasRow reports whether a line of a table in out has the words of row.

@@ -119,7 +119,7 @@ func (p *pipeline) route(e Event) *task {
 	if len(p.tasks) == 1 && !p.partial {
 		return p.tasks[0]
 	}
-	g := statetable.KeyGroupOf(statetable.HashKey([]byte(e.User)), p.cfg.maxParallelism)
+	g := statetable.KeyGroupOfKey([]byte(e.User), p.cfg.maxParallelism)
 	for _, t := range p.tasks {
 		if t.b.KeyGroups().Contains(g) {
 			return t

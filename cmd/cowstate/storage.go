@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cowstate/cowstate/checkpoint"
 	"github.com/cowstate/cowstate/checkpoint/storeurl"
+	_ "gocloud.dev/blob/azureblob" // azblob://
+	_ "gocloud.dev/blob/gcsblob"   // gs://
+	_ "gocloud.dev/blob/s3blob"    // s3://
 )
 
 // The commands name a checkpoint store by a URL that storeurl.Open
@@ -70,8 +74,10 @@ func storeArg(storeURL string, args []string) (string, error) {
 		return "", usageError{"give the store as -store URL or as a directory argument, not both"}
 	case storeURL != "":
 		return storeURL, nil
-	case len(args) != 1:
-		return "", usageError{"need exactly one argument, the checkpoint directory (or -store URL)"}
+	case len(args) == 0:
+		return "", usageError{"need the checkpoint directory as the argument, or -store URL"}
+	case len(args) > 1:
+		return "", usageError{fmt.Sprintf("need one checkpoint directory, got %d arguments: %s", len(args), strings.Join(args, " "))}
 	}
 	return args[0], nil
 }

@@ -217,7 +217,7 @@ func (b *Backend) get(r pebble.Reader, k []byte) ([]byte, error) {
 
 // keyGroup returns the key group of key, or an error if it is not owned.
 func (b *Backend) keyGroup(key string) (int, error) {
-	kg := statetable.KeyGroupOf(statetable.HashKey([]byte(key)), b.maxPar)
+	kg := statetable.KeyGroupOfKey([]byte(key), b.maxPar)
 	if !b.owned.Contains(kg) {
 		return 0, fmt.Errorf("%w: key %q is in key group %d, the backend owns %v", statetable.ErrKeyGroupNotOwned, key, kg, b.owned)
 	}

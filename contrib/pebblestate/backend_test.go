@@ -52,7 +52,7 @@ func fill(t testing.TB, b contract.Backend, n int) {
 	t.Helper()
 	for i := range n {
 		k, ns := fmt.Sprintf("k\x00%d\xff", i), fmt.Sprintf("\x00ns%d", i%3)
-		if !b.KeyGroups().Contains(rapidtest.KeyGroupOf(k, b.MaxParallelism())) {
+		if !b.KeyGroups().Contains(statetable.KeyGroupOfKey([]byte(k), b.MaxParallelism())) {
 			continue
 		}
 		must(t, b.Put("value", k, ns, "v"+k))

@@ -245,7 +245,7 @@ func (b *Backend) checkRecord(kg int, k, v []byte) error {
 	if pk.kg != kg {
 		return fmt.Errorf("%w: key %x of key group %d", ErrCorrupt, k, pk.kg)
 	}
-	if g := statetable.KeyGroupOf(statetable.HashKey([]byte(pk.key)), b.maxPar); g != kg {
+	if g := statetable.KeyGroupOfKey([]byte(pk.key), b.maxPar); g != kg {
 		return fmt.Errorf("%w: key %q is in key group %d, not %d", ErrCorrupt, pk.key, g, kg)
 	}
 	if pk.timer {

@@ -1,14 +1,18 @@
-// Package s3test starts a real S3-compatible server for tests: the Versity
-// S3 Gateway (versitygw v1.8.0) over its posix backend, one process per
-// Start, on a free loopback port, with its data in the test's temporary
-// directory and one empty bucket. Tests reach it through gocloud.dev/blob
-// (blank-import gocloud.dev/blob/s3blob and open Server.URL) or through the
-// raw S3 client of Server.Client.
+// Package s3test starts a real S3-compatible server for tests of code that
+// keeps checkpoints in S3: the Versity S3 Gateway (versitygw v1.8.0) over
+// its posix backend, one process per Start, on a free loopback port, with
+// its data in the test's temporary directory and one empty bucket. Tests
+// reach it through storeurl.Open or gocloud.dev/blob (blank-import
+// gocloud.dev/blob/s3blob and open Server.URL), or through the raw S3
+// client of Server.Client. It is in the storeurl module so that the tests
+// of storeurl, and of any module that depends on it, need no other.
 //
-// The binary is built once by scripts/install-s3-server into
-// ${COWSTATE_TOOLS:-$HOME/.cache/cowstate-tools}/bin/versitygw, and
-// .ci/run exports its path as COWSTATE_VERSITYGW. A test that cannot find
-// it fails; it does not skip, so a missing server never passes silently.
+// The binary is built once by the repository's scripts/install-s3-server
+// into ${COWSTATE_TOOLS:-$HOME/.cache/cowstate-tools}/bin/versitygw (or by
+// go install github.com/versity/versitygw/cmd/versitygw@v1.8.0), and
+// scripts/test exports its path as COWSTATE_VERSITYGW. A test that cannot
+// find it fails; it does not skip, so a missing server never passes
+// silently.
 //
 // Stop kills the server (SIGKILL, as a crash would) and keeps its
 // directories; Restart starts it again on the same port and directories,
