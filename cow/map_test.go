@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/cowstate/cowstate/internal/invariants"
 
@@ -536,4 +539,37 @@ func TestMap_Scan(t *testing.T) {
 			t.Fatalf("Scan(%#x, %#x) = %d entries, want %d", lo, hi, len(got), len(want))
 		}
 	})
+}
+
+// searchLeaf finds the first entry of hash >= h in any sorted leaf, whatever
+// the guess's error: leaves of every length up to past mapLeafMax, hashes
+// spread, bunched and repeated, targets below, between, on and above them.
+func TestSearchLeaf_AgreesWithScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := 1; n <= 2*mapLeafMax; n++ {
+		for range 200 {
+			ents := make([]mapEntry[int, int], n)
+			spread := []uint64{math.MaxUint64, 1 << 20, 4}[rng.IntN(3)]
+			base := rng.Uint64()
+			for i := range ents {
+				ents[i].hash = base + rng.Uint64N(spread)
+			}
+			slices.SortFunc(ents, func(a, b mapEntry[int, int]) int { return cmp.Compare(a.hash, b.hash) })
+			for range 20 {
+				h := ents[rng.IntN(n)].hash + uint64(rng.IntN(3)) - 1
+				if rng.IntN(8) == 0 {
+					h = rng.Uint64()
+				}
+				want := 0
+				for want < n && ents[want].hash < h {
+					want++
+				}
+				p := unsafe.Pointer(unsafe.SliceData(ents))
+				depth := rng.IntN(4)
+				if got := int(searchLeaf[int, int](p, uintptr(n), h, h<<(mapBits*depth))); got != want {
+					t.Fatalf("leaf of %d, hash %x: searchLeaf = %d, want %d", n, h, got, want)
+				}
+			}
+		}
+	}
 }
