@@ -55,6 +55,7 @@ func newestSegment(s *Store, id uint64) string {
 // each matches its class, and the cause it wraps where there is one. A
 // failed restore leaves the backend empty.
 func TestErrors(t *testing.T) {
+	damagesStores(t)
 	type result struct {
 		err error
 		b   *cowstate.Backend // restored into: must be empty after a failure

@@ -55,6 +55,7 @@ func allocated(f func()) uint64 {
 // ErrCorrupt naming it, and a verify report it, without allocating its
 // size.
 func TestStore_HugeSegment(t *testing.T) {
+	damagesStores(t)
 	for _, size := range []int64{512 << 20, 64 << 30} {
 		dir := t.TempDir()
 		st, err := Dir(dir)

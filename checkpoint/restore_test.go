@@ -14,6 +14,7 @@ import (
 // segments whole, and gets exactly its share; a damaged section it reads
 // is ErrCorrupt, one it does not read is not its concern.
 func TestRestore_RangeReadsOnlyItsSections(t *testing.T) {
+	damagesStores(t)
 	st := Memory()
 	j := testjob.New(t, 16, nil)
 	j.Load(4000, 1)

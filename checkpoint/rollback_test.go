@@ -13,6 +13,7 @@ import (
 // reports it, Open and Restore refuse it naming the missing manifests, and
 // Open with SkipDamaged takes over from the newest present.
 func TestStore_NewestManifestDeleted(t *testing.T) {
+	damagesStores(t)
 	for _, deleted := range []int{1, 2, 3} {
 		st := Memory()
 		_, s := storeOf(t, st, 6)

@@ -2,11 +2,14 @@ package checkpoint
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/internal/testjob"
@@ -14,14 +17,57 @@ import (
 	"pgregory.net/rapid"
 )
 
-// open opens a store for j, failing the test on error.
+// open opens a store for j, failing the test on error. When the test ends
+// the store is verified (Verify): a test leaves every store it opens
+// intact unless it says it damages them (damagesStores).
 func open(t testing.TB, j *testjob.Job, st Storage, opts Options) *Store {
 	t.Helper()
 	s, err := Open(bg, j.B, st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	verifyAtCleanup(t, st)
 	return s
+}
+
+// damaging holds the names of the tests whose stores are damaged on
+// purpose (corrupted, faulty, removed or unanswering objects), with their
+// subtests.
+var damaging sync.Map
+
+// damagesStores says that t and its subtests damage the stores they open
+// on purpose, so that those are not verified at their end.
+func damagesStores(t testing.TB) { damaging.Store(t.Name(), true) }
+
+func damagedOnPurpose(t testing.TB) bool {
+	found := false
+	damaging.Range(func(k, _ any) bool {
+		name := k.(string)
+		found = t.Name() == name || strings.HasPrefix(t.Name(), name+"/")
+		return !found
+	})
+	return found
+}
+
+// verifyAtCleanup verifies st when t ends, unless t failed or damages its
+// stores; the store's own goroutines have ended by then (the tests close
+// their stores before they return).
+func verifyAtCleanup(t testing.TB, st Storage) {
+	t.Cleanup(func() {
+		if damagedOnPurpose(t) || t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(bg, time.Minute)
+		defer cancel()
+		r, err := Verify(ctx, st)
+		switch {
+		case errors.Is(err, ErrNoCheckpoint):
+		case err != nil:
+			t.Errorf("verify %s at the end of the test: %v", st, err)
+		case !r.Intact():
+			t.Errorf("the test left %s damaged: %v", st, r.Damage)
+		}
+	})
 }
 
 // checkpoint takes checkpoint id of j into s, waits for it and returns the
@@ -206,6 +252,7 @@ func TestStore_FaultInjection(t *testing.T) {
 }
 
 func faultInjection(t *testing.T, storage func(testing.TB) Storage) {
+	damagesStores(t)
 	scenario := func(t *testing.T, faultAt int, crash bool) (ops int) {
 		st := faulty(storage(t))
 		j := testjob.New(t, 16, nil)
@@ -383,6 +430,7 @@ func twoOwnersRacing(t *testing.T, storage func(testing.TB) Storage) {
 // size (another writer's, or rewritten) or a manifest whose checksum of a
 // segment was rewritten never restores silently.
 func TestStore_SameSizeOtherContent(t *testing.T) {
+	damagesStores(t)
 	st := Memory()
 	a := testjob.New(t, 16, nil)
 	a.Load(200, 1)

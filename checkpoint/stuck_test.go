@@ -21,6 +21,7 @@ type stuckStorage struct {
 }
 
 func newStuckStorage(t *testing.T, ignoreCtx bool) *stuckStorage {
+	damagesStores(t) // a storage that stops answering cannot be verified
 	s := &stuckStorage{Storage: Memory(), ignoreCtx: ignoreCtx, release: make(chan struct{})}
 	t.Cleanup(func() { close(s.release) })
 	return s
