@@ -17,6 +17,9 @@ var (
 	// state is registered (a TTL). The same sentinel as
 	// statetable.ErrConfig.
 	ErrConfig = statetable.ErrConfig
+	// ErrNoCodec: CodecFor has no codec for the type; it matches ErrConfig
+	// too. The same sentinel as statetable.ErrNoCodec.
+	ErrNoCodec = statetable.ErrNoCodec
 	// ErrTimerService: a timer service registered again with other codecs.
 	ErrTimerService = errors.New("cowstate: timer service registered with other codecs")
 	// ErrUnknownTimerService: no timer service is registered under the

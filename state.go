@@ -13,6 +13,15 @@ import "github.com/cowstate/cowstate/statetable"
 // TTL); an invalid TTL is an error matching ErrConfig that names the
 // state. Writer goroutine only.
 
+// CodecFor returns the codec a state uses for T when it is one of the
+// types states are commonly keyed and valued by (strings, []byte, bool,
+// integers, float64, time.Time, time.Duration, named types of those,
+// VoidNamespace, window.TimeWindow and any statetable.CodecProvider), else
+// an error matching ErrNoCodec naming the type. See statetable.CodecFor.
+//
+//	kc, err := cowstate.CodecFor[string]()
+func CodecFor[T any]() (statetable.Codec[T], error) { return statetable.CodecFor[T]() }
+
 // TTL configures a state's time-to-live on the backend's processing-time
 // clock (Config.Clock); see statetable.TTL. A state gets one by its
 // ...WithTTL constructor:

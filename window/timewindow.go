@@ -43,6 +43,10 @@ func (w TimeWindow) String() string { return fmt.Sprintf("[%d, %d)", w.Start, w.
 // encoding of another length is an error wrapping statetable.ErrDecode.
 var Codec statetable.Codec[TimeWindow] = windowCodec{}
 
+// StateCodec returns Codec: a TimeWindow is a statetable.CodecProvider, so
+// statetable.CodecFor (and cowstate.CodecFor) infer it.
+func (TimeWindow) StateCodec() statetable.Codec[TimeWindow] { return Codec }
+
 // EncodedLen is the length of a window's encoding.
 const EncodedLen = 16
 

@@ -110,3 +110,10 @@ func TestTimeWindow_Methods(t *testing.T) {
 		t.Errorf("String: %q", w.String())
 	}
 }
+
+func TestTimeWindow_CodecIsInferred(t *testing.T) {
+	c, err := statetable.CodecFor[TimeWindow]()
+	if err != nil || c.ID() != Codec.ID() {
+		t.Fatalf("statetable.CodecFor[TimeWindow] = %v, %v; want %s", c, err, Codec.ID())
+	}
+}

@@ -1,0 +1,116 @@
+package statetable
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+type userID string
+type shard uint16
+
+// roundTrip checks that c is the codec want names (by ID) and that v
+// encodes and decodes back to itself.
+func roundTrip[T comparable](t *testing.T, v T, wantID string) {
+	t.Helper()
+	c, err := CodecFor[T]()
+	if err != nil {
+		t.Fatalf("CodecFor[%T]: %v", v, err)
+	}
+	if c.ID() != wantID {
+		t.Errorf("CodecFor[%T]: ID %q, want %q", v, c.ID(), wantID)
+	}
+	got, err := c.Decode(c.Append(nil, v))
+	if err != nil || got != v {
+		t.Errorf("CodecFor[%T]: %v round-trips to %v, %v", v, v, got, err)
+	}
+}
+
+func TestCodecFor_InfersTheCommonTypes(t *testing.T) {
+	roundTrip(t, "alice", String.ID())
+	roundTrip(t, true, Bool.ID())
+	roundTrip(t, 2.5, Float64.ID())
+	roundTrip(t, int64(-7), Int64.ID())
+	roundTrip(t, -7, Int.ID())
+	roundTrip(t, int8(-7), Signed[int8]().ID())
+	roundTrip(t, int16(-7), Signed[int16]().ID())
+	roundTrip(t, int32(-7), Int32.ID())
+	roundTrip(t, uint(7), Unsigned[uint]().ID())
+	roundTrip(t, uint8(7), Unsigned[uint8]().ID())
+	roundTrip(t, uint32(7), Uint32.ID())
+	roundTrip(t, uint64(7), Uint64.ID())
+	roundTrip(t, 3*time.Second, Int64.ID())
+	roundTrip(t, VoidNamespace{}, Void.ID())
+	roundTrip(t, userID("bob"), String.ID())
+	roundTrip(t, shard(9), Unsigned[uint16]().ID())
+	roundTrip(t, time.Unix(1700000000, 123).UTC(), TimeCodec.ID())
+
+	c, err := CodecFor[[]byte]()
+	if err != nil || c.ID() != Bytes.ID() {
+		t.Fatalf("CodecFor[[]byte]: %v, %v", c, err)
+	}
+}
+
+// A named integer type keeps the inline fast path of integer keys.
+func TestCodecFor_NamedIntegerIsFixedWidth(t *testing.T) {
+	type accountID int64
+	c, err := CodecFor[accountID]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := fixedOf(c); f != fixedOf(Int64) {
+		t.Errorf("fixedOf(CodecFor[accountID]) = %+v, want %+v", f, fixedOf(Int64))
+	}
+	// The same bytes as the int64 codec: a state may switch between them.
+	if got, want := string(c.Append(nil, -3)), string(Int64.Append(nil, -3)); got != want {
+		t.Errorf("encoding %x, want %x", got, want)
+	}
+}
+
+func TestCodecFor_TimeIsOrderedAndLocationFree(t *testing.T) {
+	c, _ := CodecFor[time.Time]()
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.FixedZone("x", 3600))
+	if string(c.Append(nil, t0)) != string(c.Append(nil, t0.UTC())) {
+		t.Error("the same instant in two locations encodes differently")
+	}
+	early, late := c.Append(nil, time.Unix(-5, 0)), c.Append(nil, time.Unix(5, 0))
+	if string(early) >= string(late) {
+		t.Error("byte order is not time order")
+	}
+	if _, err := c.Decode([]byte{1, 2, 3}); !errors.Is(err, ErrDecode) {
+		t.Errorf("decoding 3 bytes: %v, want ErrDecode", err)
+	}
+}
+
+type celsius struct{ v float64 }
+
+func (celsius) StateCodec() Codec[celsius] {
+	return FuncCodec("celsius", func(dst []byte, c celsius) []byte { return Float64.Append(dst, c.v) },
+		func(src []byte) (celsius, error) { v, err := Float64.Decode(src); return celsius{v}, err })
+}
+
+func TestCodecFor_UsesAProvidersCodec(t *testing.T) {
+	roundTrip(t, celsius{21.5}, "celsius")
+}
+
+func TestCodecFor_OtherTypesAreAnErrorNamingThem(t *testing.T) {
+	type point struct{ X, Y int }
+	_, err := CodecFor[point]()
+	if !errors.Is(err, ErrNoCodec) || !errors.Is(err, ErrConfig) {
+		t.Fatalf("CodecFor[point]: %v, want ErrNoCodec and ErrConfig", err)
+	}
+	if want := "statetable.point"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not name %s", err, want)
+	}
+	for name, f := range map[string]func() error{
+		"chan":  func() error { _, err := CodecFor[chan int](); return err },
+		"map":   func() error { _, err := CodecFor[map[string]int](); return err },
+		"slice": func() error { _, err := CodecFor[[]int](); return err },
+		"any":   func() error { _, err := CodecFor[any](); return err },
+	} {
+		if err := f(); !errors.Is(err, ErrNoCodec) {
+			t.Errorf("CodecFor[%s]: %v, want ErrNoCodec", name, err)
+		}
+	}
+}
