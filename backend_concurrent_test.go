@@ -32,8 +32,8 @@ func TestBackend_ConcurrentWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, _ := Value(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0)
-		l, _ := List(b, "l", statetable.Int64, statetable.Void, statetable.Int64)
+		v, _ := NamespacedValue(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0)
+		l, _ := NamespacedList(b, "l", statetable.Int64, statetable.Void, statetable.Int64)
 		tm, _ := Timers(b, "t", statetable.Int64, statetable.Void)
 		ns := statetable.VoidNamespace{}
 		put := func(i int64) { v.Put(i%5000, ns, i) }

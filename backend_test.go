@@ -39,7 +39,7 @@ func newBackend(t testing.TB) *Backend {
 // hold timers 3, 4, 5 and the state as of before timer 3.
 func TestBackend_SlowCheckpointScenario(t *testing.T) {
 	b := newBackend(t)
-	state, err := Value(b, "last-fired", statetable.String, statetable.Void, statetable.Int64, 0)
+	state, err := NamespacedValue(b, "last-fired", statetable.String, statetable.Void, statetable.Int64, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestBackend_KeyGroupsOwned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := Value(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
+	v, _ := NamespacedValue(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
 	timers, _ := Timers(b, "t", statetable.String, statetable.Void)
 	refused := 0
 	for i := range 50 {
@@ -236,7 +236,7 @@ func (bm *backendMachine) check(t *rapid.T, snap *Snapshot, m backendModel) {
 func TestBackend_StateMachine(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		b, _ := New(Config{MaxParallelism: 16})
-		v, _ := Value(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
+		v, _ := NamespacedValue(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
 		timers, _ := Timers(b, "t", statetable.String, statetable.Void)
 		bm := &backendMachine{b: b, v: v, timers: timers, m: backendModel{map[string]int64{}, map[timerKey]bool{}}}
 		key := rapid.SampledFrom([]string{"a", "b", "c", "d"})
@@ -332,7 +332,7 @@ func TestBackend_StateMachine(t *testing.T) {
 // goroutine while the writer goes on, against the model frozen at capture.
 func TestBackend_ConcurrentSnapshotReaders(t *testing.T) {
 	b := newBackend(t)
-	v, _ := Value(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
+	v, _ := NamespacedValue(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
 	timers, _ := Timers(b, "t", statetable.String, statetable.Void)
 	values := map[string]int64{}
 	var wg sync.WaitGroup
@@ -385,7 +385,7 @@ func TestBackend_ForeignSnapshot(t *testing.T) {
 	var timers [2]*TimerService[string, void]
 	for i, be := range []*Backend{a, b} {
 		var err error
-		if counts[i], err = Value(be, "count", statetable.String, statetable.Void, statetable.Int64, 0); err != nil {
+		if counts[i], err = NamespacedValue(be, "count", statetable.String, statetable.Void, statetable.Int64, 0); err != nil {
 			t.Fatal(err)
 		}
 		if timers[i], err = Timers(be, "t", statetable.String, statetable.Void); err != nil {

@@ -11,7 +11,7 @@
 // show in it, and nothing from before is missing.
 //
 //	b, _ := cowstate.New(cowstate.Config{})
-//	count, _ := cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+//	count, _ := cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
 //	timers, _ := cowstate.Timers(b, "windows", statetable.String, statetable.Void)
 //	n, _ := count.Get("user-1", statetable.VoidNamespace{})
 //	count.Put("user-1", statetable.VoidNamespace{}, n+1)

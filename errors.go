@@ -20,6 +20,14 @@ var (
 	// ErrNoCodec: CodecFor has no codec for the type; it matches ErrConfig
 	// too. The same sentinel as statetable.ErrNoCodec.
 	ErrNoCodec = statetable.ErrNoCodec
+	// ErrStateMismatch: a state registered again with another kind,
+	// codec, Go type, TTL or default. The same sentinel as
+	// statetable.ErrStateMismatch.
+	ErrStateMismatch = statetable.ErrStateMismatch
+	// ErrKeyGroupNotOwned: a key whose key group the backend does not own
+	// (Config.KeyGroups). The same sentinel as
+	// statetable.ErrKeyGroupNotOwned.
+	ErrKeyGroupNotOwned = statetable.ErrKeyGroupNotOwned
 	// ErrTimerService: a timer service registered again with other codecs.
 	ErrTimerService = errors.New("cowstate: timer service registered with other codecs")
 	// ErrUnknownTimerService: no timer service is registered under the

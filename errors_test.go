@@ -20,7 +20,7 @@ func TestErrConfig_OneSentinel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ttlErr := cowstate.ValueWithTTL(b, "v", statetable.String, statetable.Void, statetable.Int64, 0, cowstate.TTL{Duration: time.Microsecond})
+	_, ttlErr := cowstate.NamespacedValueWithTTL(b, "v", statetable.String, statetable.Void, statetable.Int64, 0, cowstate.TTL{Duration: time.Microsecond})
 	_, maxParErr := cowstate.New(cowstate.Config{MaxParallelism: statetable.MaxParallelismLimit + 1})
 	_, groupsErr := cowstate.New(cowstate.Config{MaxParallelism: 4, KeyGroups: &statetable.KeyGroupRange{First: 2, Last: 4}})
 	_, budgetErr := cowstate.New(cowstate.Config{TTLCleanupPerAdvance: -1})
@@ -38,7 +38,7 @@ func TestErrReleased_OneSentinel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := cowstate.Value(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
+	v, err := cowstate.NamespacedValue(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 // while the writer goes on: PairsAt, then GetAt for each.
 func ExampleValue_pairsAt() {
 	b, _ := cowstate.New(cowstate.Config{})
-	count, _ := cowstate.Value(b, "count", statetable.String, statetable.String, statetable.Int64, 0)
+	count, _ := cowstate.NamespacedValue(b, "count", statetable.String, statetable.String, statetable.Int64, 0)
 	count.Put("alice", "page-1", 3)
 	count.Put("bob", "page-2", 1)
 	snap := b.Snapshot()

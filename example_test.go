@@ -17,7 +17,7 @@ import (
 func Example() {
 	b, _ := cowstate.New(cowstate.Config{MaxParallelism: 128})
 	void := statetable.VoidNamespace{}
-	count, _ := cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+	count, _ := cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
 	timers, _ := cowstate.Timers(b, "flush", statetable.String, statetable.Void)
 
 	for _, user := range []string{"ann", "bob", "ann"} {
@@ -62,7 +62,7 @@ func Example_windowedCount() {
 		if err != nil {
 			return err
 		}
-		views, err1 := cowstate.Reducing(b, "views", statetable.String, window.Codec, statetable.Int64, sum)
+		views, err1 := cowstate.NamespacedReducing(b, "views", statetable.String, window.Codec, statetable.Int64, sum)
 		timers, err2 := cowstate.Timers(b, "windows", statetable.String, window.Codec)
 		if err := errors.Join(err1, err2); err != nil {
 			return err

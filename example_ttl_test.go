@@ -15,7 +15,7 @@ func ExampleValueWithTTL() {
 	now := int64(0) // processing time, ms
 	b, _ := cowstate.New(cowstate.Config{Clock: func() int64 { return now }})
 	void := statetable.VoidNamespace{}
-	lastSeen, _ := cowstate.ValueWithTTL(b, "last-seen", statetable.String, statetable.Void, statetable.Int64, -1,
+	lastSeen, _ := cowstate.NamespacedValueWithTTL(b, "last-seen", statetable.String, statetable.Void, statetable.Int64, -1,
 		cowstate.TTL{Duration: 30 * time.Minute})
 
 	b.PinProcessingTime() // one clock read for the batch

@@ -219,7 +219,7 @@ func TestStartWrite_ReleasedDuring(t *testing.T) {
 				}
 				return statetable.Int64.Append(dst, v)
 			}, statetable.Int64.Decode)
-			v, _ := cowstate.Value(b, "v", statetable.Int64, statetable.Void, releasing, 0)
+			v, _ := cowstate.NamespacedValue(b, "v", statetable.Int64, statetable.Void, releasing, 0)
 			for i := range int64(n) {
 				v.Put(i, statetable.VoidNamespace{}, i)
 			}

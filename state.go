@@ -26,69 +26,69 @@ func CodecFor[T any]() (statetable.Codec[T], error) { return statetable.CodecFor
 // clock (Config.Clock); see statetable.TTL. A state gets one by its
 // ...WithTTL constructor:
 //
-//	seen, err := cowstate.ValueWithTTL(b, "last-seen", statetable.Int64, statetable.Void, statetable.Int64, 0,
+//	seen, err := cowstate.NamespacedValueWithTTL(b, "last-seen", statetable.Int64, statetable.Void, statetable.Int64, 0,
 //		cowstate.TTL{Duration: 30 * time.Minute})
 //
 // The TTL code is compiled into a program only if it calls one of them.
 type TTL = statetable.TTL
 
-// Value registers a value state: one value per key and namespace, def when
+// NamespacedValue registers a value state: one value per key and namespace, def when
 // absent.
-func Value[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], def V) (*statetable.ValueState[K, N, V], error) {
+func NamespacedValue[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], def V) (*statetable.ValueState[K, N, V], error) {
 	return statetable.NewValue(b.table, name, kc, nc, vc, def)
 }
 
-// ValueWithTTL registers a value state whose values expire ttl.Duration
+// NamespacedValueWithTTL registers a value state whose values expire ttl.Duration
 // after they were last written (or read, with UpdateOnReadAndWrite).
-func ValueWithTTL[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], def V, ttl TTL) (*statetable.ValueState[K, N, V], error) {
+func NamespacedValueWithTTL[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], def V, ttl TTL) (*statetable.ValueState[K, N, V], error) {
 	return statetable.NewValueWithTTL(b.table, name, kc, nc, vc, def, ttl)
 }
 
-// List registers a list state: a persistent list per key and namespace
+// NamespacedList registers a list state: a persistent list per key and namespace
 // (appending is O(log n), never a copy of the list).
-func List[K, N, E any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ec statetable.Codec[E]) (*statetable.ListState[K, N, E], error) {
+func NamespacedList[K, N, E any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ec statetable.Codec[E]) (*statetable.ListState[K, N, E], error) {
 	return statetable.NewList(b.table, name, kc, nc, ec)
 }
 
-// ListWithTTL registers a list state whose elements expire each on its own.
-func ListWithTTL[K, N, E any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ec statetable.Codec[E], ttl TTL) (*statetable.ListState[K, N, E], error) {
+// NamespacedListWithTTL registers a list state whose elements expire each on its own.
+func NamespacedListWithTTL[K, N, E any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ec statetable.Codec[E], ttl TTL) (*statetable.ListState[K, N, E], error) {
 	return statetable.NewListWithTTL(b.table, name, kc, nc, ec, ttl)
 }
 
-// Map registers a map state: a persistent map per key and namespace (a put
+// NamespacedMap registers a map state: a persistent map per key and namespace (a put
 // is O(log n), never a copy of the map).
-func Map[K, N, UK, UV any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ukc statetable.Codec[UK], uvc statetable.Codec[UV]) (*statetable.MapState[K, N, UK, UV], error) {
+func NamespacedMap[K, N, UK, UV any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ukc statetable.Codec[UK], uvc statetable.Codec[UV]) (*statetable.MapState[K, N, UK, UV], error) {
 	return statetable.NewMapState(b.table, name, kc, nc, ukc, uvc)
 }
 
-// MapWithTTL registers a map state whose user keys' entries expire each on
+// NamespacedMapWithTTL registers a map state whose user keys' entries expire each on
 // its own.
-func MapWithTTL[K, N, UK, UV any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ukc statetable.Codec[UK], uvc statetable.Codec[UV], ttl TTL) (*statetable.MapState[K, N, UK, UV], error) {
+func NamespacedMapWithTTL[K, N, UK, UV any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ukc statetable.Codec[UK], uvc statetable.Codec[UV], ttl TTL) (*statetable.MapState[K, N, UK, UV], error) {
 	return statetable.NewMapStateWithTTL(b.table, name, kc, nc, ukc, uvc, ttl)
 }
 
-// Reducing registers a reducing state: values are folded with reduce as they
+// NamespacedReducing registers a reducing state: values are folded with reduce as they
 // are added.
-func Reducing[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], reduce func(acc, v V) V) (*statetable.ReducingState[K, N, V], error) {
+func NamespacedReducing[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], reduce func(acc, v V) V) (*statetable.ReducingState[K, N, V], error) {
 	return statetable.NewReducing(b.table, name, kc, nc, vc, reduce)
 }
 
-// ReducingWithTTL registers a reducing state whose values expire; an Add to
+// NamespacedReducingWithTTL registers a reducing state whose values expire; an Add to
 // an expired value starts it over.
-func ReducingWithTTL[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], reduce func(acc, v V) V, ttl TTL) (*statetable.ReducingState[K, N, V], error) {
+func NamespacedReducingWithTTL[K, N, V any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], vc statetable.Codec[V], reduce func(acc, v V) V, ttl TTL) (*statetable.ReducingState[K, N, V], error) {
 	return statetable.NewReducingWithTTL(b.table, name, kc, nc, vc, reduce, ttl)
 }
 
-// Aggregating registers an aggregating state: inputs are added to an
+// NamespacedAggregating registers an aggregating state: inputs are added to an
 // accumulator, results read from it. Go infers every type parameter from
 // the arguments: K and N from the codecs, IN, ACC and OUT from fn's methods,
-// so a call spells none (cowstate.Aggregating(b, "avg", kc, nc, ac, avg{})).
-func Aggregating[K, N, IN, ACC, OUT any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ac statetable.Codec[ACC], fn statetable.AggregateFunction[IN, ACC, OUT]) (*statetable.AggregatingState[K, N, IN, ACC, OUT], error) {
+// so a call spells none (cowstate.NamespacedAggregating(b, "avg", kc, nc, ac, avg{})).
+func NamespacedAggregating[K, N, IN, ACC, OUT any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ac statetable.Codec[ACC], fn statetable.AggregateFunction[IN, ACC, OUT]) (*statetable.AggregatingState[K, N, IN, ACC, OUT], error) {
 	return statetable.NewAggregating(b.table, name, kc, nc, ac, fn)
 }
 
-// AggregatingWithTTL registers an aggregating state whose accumulators
+// NamespacedAggregatingWithTTL registers an aggregating state whose accumulators
 // expire; an Add to an expired one starts a new accumulator.
-func AggregatingWithTTL[K, N, IN, ACC, OUT any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ac statetable.Codec[ACC], fn statetable.AggregateFunction[IN, ACC, OUT], ttl TTL) (*statetable.AggregatingState[K, N, IN, ACC, OUT], error) {
+func NamespacedAggregatingWithTTL[K, N, IN, ACC, OUT any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N], ac statetable.Codec[ACC], fn statetable.AggregateFunction[IN, ACC, OUT], ttl TTL) (*statetable.AggregatingState[K, N, IN, ACC, OUT], error) {
 	return statetable.NewAggregatingWithTTL(b.table, name, kc, nc, ac, fn, ttl)
 }

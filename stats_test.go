@@ -9,11 +9,11 @@ import (
 
 func TestBackend_Stats(t *testing.T) {
 	b := newBackend(t)
-	count, err := Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+	count, err := NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := List(b, "events", statetable.String, statetable.Void, statetable.String); err != nil {
+	if _, err := NamespacedList(b, "events", statetable.String, statetable.Void, statetable.String); err != nil {
 		t.Fatal(err)
 	}
 	timers, err := Timers(b, "windows", statetable.String, statetable.Void)

@@ -37,33 +37,33 @@ func registerV1(t *testing.T, b *cowstate.Backend, ttl *cowstate.TTL) v1States {
 	var err error
 	sum := func(a, x int64) int64 { return a + x }
 	if ttl == nil {
-		s.v, err = cowstate.Value(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0)
+		s.v, err = cowstate.NamespacedValue(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0)
 	} else {
-		s.v, err = cowstate.ValueWithTTL(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, *ttl)
+		s.v, err = cowstate.NamespacedValueWithTTL(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, *ttl)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ttl == nil {
-		s.l, err = cowstate.List(b, "l", statetable.String, statetable.Void, statetable.String)
+		s.l, err = cowstate.NamespacedList(b, "l", statetable.String, statetable.Void, statetable.String)
 	} else {
-		s.l, err = cowstate.ListWithTTL(b, "l", statetable.String, statetable.Void, statetable.String, *ttl)
+		s.l, err = cowstate.NamespacedListWithTTL(b, "l", statetable.String, statetable.Void, statetable.String, *ttl)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ttl == nil {
-		s.m, err = cowstate.Map(b, "m", statetable.Int64, statetable.Void, statetable.String, statetable.Int64)
+		s.m, err = cowstate.NamespacedMap(b, "m", statetable.Int64, statetable.Void, statetable.String, statetable.Int64)
 	} else {
-		s.m, err = cowstate.MapWithTTL(b, "m", statetable.Int64, statetable.Void, statetable.String, statetable.Int64, *ttl)
+		s.m, err = cowstate.NamespacedMapWithTTL(b, "m", statetable.Int64, statetable.Void, statetable.String, statetable.Int64, *ttl)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ttl == nil {
-		s.r, err = cowstate.Reducing(b, "r", statetable.Int64, statetable.Void, statetable.Int64, sum)
+		s.r, err = cowstate.NamespacedReducing(b, "r", statetable.Int64, statetable.Void, statetable.Int64, sum)
 	} else {
-		s.r, err = cowstate.ReducingWithTTL(b, "r", statetable.Int64, statetable.Void, statetable.Int64, sum, *ttl)
+		s.r, err = cowstate.NamespacedReducingWithTTL(b, "r", statetable.Int64, statetable.Void, statetable.Int64, sum, *ttl)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ func TestTTL_Backend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := cowstate.ValueWithTTL(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0,
+	v, err := cowstate.NamespacedValueWithTTL(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0,
 		cowstate.TTL{Duration: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestTTL_Backend(t *testing.T) {
 	if _, err := cowstate.New(cowstate.Config{TTLCleanupPerAdvance: -1}); !errors.Is(err, cowstate.ErrConfig) || !strings.Contains(err.Error(), "TTLCleanupPerAdvance") {
 		t.Fatalf("negative cleanup budget: %v", err)
 	}
-	_, err = cowstate.ListWithTTL(b, "l", statetable.Int64, statetable.Void, statetable.Int64, cowstate.TTL{Duration: -time.Second})
+	_, err = cowstate.NamespacedListWithTTL(b, "l", statetable.Int64, statetable.Void, statetable.Int64, cowstate.TTL{Duration: -time.Second})
 	if !errors.Is(err, statetable.ErrConfig) || !strings.Contains(err.Error(), `"l"`) {
 		t.Fatalf("negative TTL: %v", err)
 	}

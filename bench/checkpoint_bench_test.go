@@ -103,7 +103,7 @@ func BenchmarkRestoreChain(b *testing.B) {
 				b.ResetTimer()
 				for b.Loop() {
 					be := newBackend(b)
-					v, _ := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
+					v, _ := cowstate.NamespacedValue(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
 					ms, err := checkpoint.RestoreFrom(context.Background(), be, checkpoint.Source{Storage: st})
 					if err != nil {
 						b.Fatal(err)

@@ -303,7 +303,7 @@ func (j *cowstateJob) open(every time.Duration) (checkpoint.Start[jobMeta], erro
 	if err != nil {
 		return start, err
 	}
-	v, err := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
+	v, err := cowstate.NamespacedValue(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
 	if err != nil {
 		return start, err
 	}

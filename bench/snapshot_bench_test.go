@@ -22,7 +22,7 @@ type counter struct {
 
 func newCounter(b *testing.B, keys []int64) *counter {
 	be := newBackend(b)
-	v, err := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
+	v, err := cowstate.NamespacedValue(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func BenchmarkRestore(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				be := newBackend(b)
-				v, _ := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
+				v, _ := cowstate.NamespacedValue(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
 				r, err := snapshot.Open(bytes.NewReader(data), int64(len(data)))
 				if err != nil {
 					b.Fatal(err)

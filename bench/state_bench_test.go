@@ -30,7 +30,7 @@ func BenchmarkValueUpdate(b *testing.B) {
 		keys := randomKeys(size)
 		b.Run(fmt.Sprintf("size=%d/impl=cowstate", size), func(b *testing.B) {
 			be := newBackend(b)
-			v, err := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
+			v, err := cowstate.NamespacedValue(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -38,7 +38,7 @@ func BenchmarkValueUpdate(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("size=%d/impl=cowstate-update", size), func(b *testing.B) {
 			be := newBackend(b)
-			v, err := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
+			v, err := cowstate.NamespacedValue(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func BenchmarkListAdd(b *testing.B) {
 	keys := randomKeys(size)
 	b.Run("impl=cowstate", func(b *testing.B) {
 		be := newBackend(b)
-		l, err := cowstate.List(be, "events", statetable.Int64, statetable.Void, statetable.Int64)
+		l, err := cowstate.NamespacedList(be, "events", statetable.Int64, statetable.Void, statetable.Int64)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func BenchmarkMapStatePut(b *testing.B) {
 		uks := randomKeys(entries)
 		b.Run(fmt.Sprintf("entries=%d/impl=cowstate", entries), func(b *testing.B) {
 			be := newBackend(b)
-			ms, err := cowstate.Map(be, "m", statetable.Int64, statetable.Void, statetable.Int64, statetable.Int64)
+			ms, err := cowstate.NamespacedMap(be, "m", statetable.Int64, statetable.Void, statetable.Int64, statetable.Int64)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -111,7 +111,7 @@ func BenchmarkRestoreRange(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			v, _ := cowstate.Value(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
+			v, _ := cowstate.NamespacedValue(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
 			_, n, err := checkpoint.RestoreCounting(context.Background(), be, checkpoint.Source{Storage: st, ID: 2})
 			if err != nil {
 				b.Fatal(err)

@@ -97,9 +97,9 @@ func memoryTTL(b *testing.B, size int, keys []int64) {
 // benchmarks' TTL or without one.
 func int64Value(be *cowstate.Backend, name string, ttl bool) (*statetable.ValueState[int64, statetable.VoidNamespace, int64], error) {
 	if ttl {
-		return cowstate.ValueWithTTL(be, name, statetable.Int64, statetable.Void, statetable.Int64, 0, ttlHour)
+		return cowstate.NamespacedValueWithTTL(be, name, statetable.Int64, statetable.Void, statetable.Int64, 0, ttlHour)
 	}
-	return cowstate.Value(be, name, statetable.Int64, statetable.Void, statetable.Int64, 0)
+	return cowstate.NamespacedValue(be, name, statetable.Int64, statetable.Void, statetable.Int64, 0)
 }
 
 func onOff(on bool) string {
@@ -211,7 +211,7 @@ func ttlCleanupSteady(b *testing.B, size, batch int) {
 		b.Fatal(err)
 	}
 	ttl := time.Duration(batches) * time.Millisecond
-	v, err := cowstate.ValueWithTTL(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, cowstate.TTL{Duration: ttl})
+	v, err := cowstate.NamespacedValueWithTTL(be, "v", statetable.Int64, statetable.Void, statetable.Int64, 0, cowstate.TTL{Duration: ttl})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -140,17 +140,17 @@ func TestErrors(t *testing.T) {
 			st := Memory()
 			storeOf(t, st, 1)
 			return restoreFresh(st, 0, func(b *cowstate.Backend) {
-				cowstate.Value(b, "value", statetable.String, statetable.String, statetable.Int32, 0)
-				cowstate.List(b, "list", statetable.String, statetable.String, statetable.Int64)
-				cowstate.Map(b, "map", statetable.String, statetable.String, statetable.String, statetable.Int64)
-				cowstate.Reducing(b, "reduce", statetable.String, statetable.String, statetable.Int64, func(a, b int64) int64 { return a + b })
+				cowstate.NamespacedValue(b, "value", statetable.String, statetable.String, statetable.Int32, 0)
+				cowstate.NamespacedList(b, "list", statetable.String, statetable.String, statetable.Int64)
+				cowstate.NamespacedMap(b, "map", statetable.String, statetable.String, statetable.String, statetable.Int64)
+				cowstate.NamespacedReducing(b, "reduce", statetable.String, statetable.String, statetable.Int64, func(a, b int64) int64 { return a + b })
 				cowstate.Timers(b, "timers", statetable.String, statetable.String)
 			})
 		}, ErrMismatch, statetable.ErrStateMismatch, "value"},
 		{"state of another kind, only in a delta", func(t *testing.T) result {
 			st := Memory()
 			j, s := storeOf(t, st, 1)
-			late, _ := cowstate.Value(j.B, "late", statetable.String, statetable.Void, statetable.Int64, 0)
+			late, _ := cowstate.NamespacedValue(j.B, "late", statetable.String, statetable.Void, statetable.Int64, 0)
 			late.Put("x", statetable.VoidNamespace{}, 1)
 			if _, _, err := checkpoint(t, j, s, 2); err != nil {
 				t.Fatal(err)
@@ -159,7 +159,7 @@ func TestErrors(t *testing.T) {
 				t.Fatal("checkpoint 2 is not a delta")
 			}
 			b := testjob.New(t, 16, nil).B
-			cowstate.List(b, "late", statetable.String, statetable.Void, statetable.Int64)
+			cowstate.NamespacedList(b, "late", statetable.String, statetable.Void, statetable.Int64)
 			_, err := RestoreFrom(bg, b, Source{Storage: st, ID: 2})
 			return result{err, b}
 		}, ErrMismatch, statetable.ErrStateMismatch, "late"},

@@ -21,7 +21,7 @@ func Example_metrics() {
 	if err != nil {
 		panic(err)
 	}
-	count, err := cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+	count, err := cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
 	if err != nil {
 		panic(err)
 	}

@@ -359,7 +359,7 @@ func TestLoop_ResumeRefuses(t *testing.T) {
 	}
 	// A backend without the timer service the watermarks name.
 	b3, _ := cowstate.New(cowstate.Config{MaxParallelism: 16})
-	cowstate.Value(b3, "value", statetable.String, statetable.String, statetable.Int64, 0)
+	cowstate.NamespacedValue(b3, "value", statetable.String, statetable.String, statetable.Int64, 0)
 	if _, _, err := Resume[offsets](bg, b3, st, LoopOptions{}); !errors.Is(err, ErrMismatch) || func() bool { n, _ := b3.Table().Entries("value"); return n != 0 }() {
 		t.Fatalf("no timer service: %v", err)
 	}

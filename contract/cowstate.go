@@ -17,7 +17,7 @@ import (
 // This file adapts cowstate's typed engine to Backend, through its public
 // API only: every contract state is a typed state with statetable.String
 // codecs for key, namespace and values, registered on the backend like any
-// other, so a contract state and one registered with cowstate.Value(b,
+// other, so a contract state and one registered with cowstate.NamespacedValue(b,
 // name, statetable.String, ...) are the same state.
 
 // Of returns b as a contract Backend. The adapter keeps the typed handles
@@ -91,25 +91,25 @@ func (c *cowBackend) register(name string, kind statetable.Kind, ttl *statetable
 	h := handle{kind: kind, ttl: ttl}
 	switch {
 	case kind == statetable.KindValue && ttl == nil:
-		h.v, err = cowstate.Value(c.b, name, str, str, str, "")
+		h.v, err = cowstate.NamespacedValue(c.b, name, str, str, str, "")
 	case kind == statetable.KindValue:
-		h.v, err = cowstate.ValueWithTTL(c.b, name, str, str, str, "", *ttl)
+		h.v, err = cowstate.NamespacedValueWithTTL(c.b, name, str, str, str, "", *ttl)
 	case kind == statetable.KindList && ttl == nil:
-		h.l, err = cowstate.List(c.b, name, str, str, str)
+		h.l, err = cowstate.NamespacedList(c.b, name, str, str, str)
 	case kind == statetable.KindList:
-		h.l, err = cowstate.ListWithTTL(c.b, name, str, str, str, *ttl)
+		h.l, err = cowstate.NamespacedListWithTTL(c.b, name, str, str, str, *ttl)
 	case kind == statetable.KindMap && ttl == nil:
-		h.m, err = cowstate.Map(c.b, name, str, str, str, str)
+		h.m, err = cowstate.NamespacedMap(c.b, name, str, str, str, str)
 	case kind == statetable.KindMap:
-		h.m, err = cowstate.MapWithTTL(c.b, name, str, str, str, str, *ttl)
+		h.m, err = cowstate.NamespacedMapWithTTL(c.b, name, str, str, str, str, *ttl)
 	case kind == statetable.KindReducing && ttl == nil:
-		h.r, err = cowstate.Reducing(c.b, name, str, str, str, Reduce)
+		h.r, err = cowstate.NamespacedReducing(c.b, name, str, str, str, Reduce)
 	case kind == statetable.KindReducing:
-		h.r, err = cowstate.ReducingWithTTL(c.b, name, str, str, str, Reduce, *ttl)
+		h.r, err = cowstate.NamespacedReducingWithTTL(c.b, name, str, str, str, Reduce, *ttl)
 	case kind == statetable.KindAggregating && ttl == nil:
-		h.a, err = cowstate.Aggregating(c.b, name, str, str, str, Aggregate{})
+		h.a, err = cowstate.NamespacedAggregating(c.b, name, str, str, str, Aggregate{})
 	case kind == statetable.KindAggregating:
-		h.a, err = cowstate.AggregatingWithTTL(c.b, name, str, str, str, Aggregate{}, *ttl)
+		h.a, err = cowstate.NamespacedAggregatingWithTTL(c.b, name, str, str, str, Aggregate{}, *ttl)
 	default:
 		err = fmt.Errorf("%w: state %q of unknown kind %v", ErrKind, name, kind)
 	}

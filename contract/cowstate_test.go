@@ -70,7 +70,7 @@ func TestOf_SameStateAsTyped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	typed, err := cowstate.Reducing(b, "r", statetable.String, statetable.String, statetable.String, contract.Reduce)
+	typed, err := cowstate.NamespacedReducing(b, "r", statetable.String, statetable.String, statetable.String, contract.Reduce)
 	if err != nil {
 		t.Fatalf("the typed state of a contract state: %v", err)
 	}

@@ -88,7 +88,7 @@ func (a badAggregate) Merge(x, y string) string {
 
 func aggregating(fn badAggregate) func(Config) Backend {
 	return withTyped(func(b *cowstate.Backend) error {
-		_, err := cowstate.Aggregating(b, "aggregating", str, str, str, fn)
+		_, err := cowstate.NamespacedAggregating(b, "aggregating", str, str, str, fn)
 		return err
 	})
 }
@@ -581,7 +581,7 @@ func (m mergeIntoSelf) MergeNamespaces(s, k, target string, srcs []string) error
 func newPutEmptyStores(cfg Config) Backend {
 	var v *statetable.ValueState[string, string, string]
 	c := withTyped(func(b *cowstate.Backend) (err error) {
-		v, err = cowstate.Value(b, "value", str, str, str, "")
+		v, err = cowstate.NamespacedValue(b, "value", str, str, str, "")
 		return err
 	})(cfg)
 	return putEmptyStores{c, v}
@@ -809,7 +809,7 @@ var plantedBugs = []bug{
 	{name: "put-empty-stores-empty", group: "Put (value)", new: newPutEmptyStores},
 	{name: "reduce-first-value-folded", group: "Add (reducing)", new: func(cfg Config) Backend { return reduceFirstFolds{newCow(cfg)} }},
 	{name: "reduce-operands-swapped", group: "Add (reducing)", new: withTyped(func(b *cowstate.Backend) error {
-		_, err := cowstate.Reducing(b, "reducing", str, str, str, func(acc, v string) string { return contract.Reduce(v, acc) })
+		_, err := cowstate.NamespacedReducing(b, "reducing", str, str, str, func(acc, v string) string { return contract.Reduce(v, acc) })
 		return err
 	})},
 	{name: "aggregate-without-initial-accumulator", group: "Add (aggregating)", new: aggregating(badAggregate{noInitial: true})},

@@ -72,12 +72,12 @@ func TestSnapshot_Mismatch(t *testing.T) {
 		t.Fatalf("other max parallelism: %v", err)
 	}
 	b, _ := cowstate.New(cowstate.Config{MaxParallelism: 64})
-	cowstate.Value(b, "value", statetable.String, statetable.String, statetable.Int32, 0)
+	cowstate.NamespacedValue(b, "value", statetable.String, statetable.String, statetable.Int32, 0)
 	if err := b.Restore(context.Background(), r); !errors.Is(err, snapshot.ErrMismatch) {
 		t.Fatalf("other codec: %v", err)
 	}
 	b2, _ := cowstate.New(cowstate.Config{MaxParallelism: 64})
-	cowstate.List(b2, "value", statetable.String, statetable.String, statetable.Int64)
+	cowstate.NamespacedList(b2, "value", statetable.String, statetable.String, statetable.Int64)
 	if err := b2.Restore(context.Background(), r); !errors.Is(err, snapshot.ErrMismatch) {
 		t.Fatalf("other kind: %v", err)
 	}

@@ -7,7 +7,7 @@
 // A windowed job keys its state by (key, window) and fires each window by
 // an event-time timer at its last timestamp:
 //
-//	pages, _ := cowstate.Map(b, "pages", statetable.String, window.Codec, statetable.String, statetable.Int64)
+//	pages, _ := cowstate.NamespacedMap(b, "pages", statetable.String, window.Codec, statetable.String, statetable.Int64)
 //	timers, _ := cowstate.Timers(b, "windows", statetable.String, window.Codec)
 //	minute := window.Tumbling{Size: 60_000}
 //

@@ -17,7 +17,7 @@ func ExampleSessions() {
 	if err != nil {
 		panic(err)
 	}
-	sum, err := cowstate.Reducing(b, "sum", statetable.String, window.Codec, statetable.Int64, func(a, b int64) int64 { return a + b })
+	sum, err := cowstate.NamespacedReducing(b, "sum", statetable.String, window.Codec, statetable.Int64, func(a, b int64) int64 { return a + b })
 	if err != nil {
 		panic(err)
 	}

@@ -61,7 +61,7 @@ func NewSessions[K any](b *cowstate.Backend, name string, kc statetable.Codec[K]
 	if _, err := a.Assign(0); err != nil {
 		return nil, err
 	}
-	set, err := cowstate.Map(b, name, kc, statetable.Void, Codec, Codec)
+	set, err := cowstate.NamespacedMap(b, name, kc, statetable.Void, Codec, Codec)
 	if err != nil {
 		return nil, err
 	}

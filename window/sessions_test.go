@@ -88,7 +88,7 @@ func newSessionJob(t interface{ Fatal(...any) }, gap int64) *sessionJob {
 		t.Fatal(err)
 	}
 	j := &sessionJob{b: b}
-	if j.elems, err = cowstate.List(b, "elems", statetable.String, window.Codec, statetable.Int64); err != nil {
+	if j.elems, err = cowstate.NamespacedList(b, "elems", statetable.String, window.Codec, statetable.Int64); err != nil {
 		t.Fatal(err)
 	}
 	if j.timers, err = cowstate.Timers(b, "sessions", statetable.String, window.Codec); err != nil {

@@ -20,7 +20,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	count, err := cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+	count, err := cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -91,20 +91,20 @@ func newSessionJob(b *cowstate.Backend, gap int64, ttl time.Duration, emit func(
 	add := func(a, b int64) int64 { return a + b }
 	if ttl > 0 {
 		cfg := cowstate.TTL{Duration: ttl}
-		j.count, err = cowstate.ValueWithTTL(b, "count", statetable.String, statetable.Void, statetable.Int64, 0, cfg)
+		j.count, err = cowstate.NamespacedValueWithTTL(b, "count", statetable.String, statetable.Void, statetable.Int64, 0, cfg)
 		if err == nil {
-			j.late, err = cowstate.ReducingWithTTL(b, "late", statetable.String, statetable.Void, statetable.Int64, add, cfg)
+			j.late, err = cowstate.NamespacedReducingWithTTL(b, "late", statetable.String, statetable.Void, statetable.Int64, add, cfg)
 		}
 	} else {
-		j.count, err = cowstate.Value(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+		j.count, err = cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
 		if err == nil {
-			j.late, err = cowstate.Reducing(b, "late", statetable.String, statetable.Void, statetable.Int64, add)
+			j.late, err = cowstate.NamespacedReducing(b, "late", statetable.String, statetable.Void, statetable.Int64, add)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	if j.session, err = cowstate.Aggregating(b, "session", statetable.String, window.Codec, sessionAccCodec, sessionAgg{}); err != nil {
+	if j.session, err = cowstate.NamespacedAggregating(b, "session", statetable.String, window.Codec, sessionAccCodec, sessionAgg{}); err != nil {
 		return nil, err
 	}
 	if j.timers, err = cowstate.Timers(b, "sessions", statetable.String, window.Codec); err != nil {

@@ -36,10 +36,10 @@ func New(t testing.TB, maxPar int, kgs *statetable.KeyGroupRange) *Job {
 		t.Fatal(err)
 	}
 	j := &Job{B: b}
-	j.Value, _ = cowstate.Value(b, "value", statetable.String, statetable.String, statetable.Int64, 0)
-	j.List, _ = cowstate.List(b, "list", statetable.String, statetable.String, statetable.Int64)
-	j.Map, _ = cowstate.Map(b, "map", statetable.String, statetable.String, statetable.String, statetable.Int64)
-	j.Reduce, _ = cowstate.Reducing(b, "reduce", statetable.String, statetable.String, statetable.Int64, func(a, b int64) int64 { return a + b })
+	j.Value, _ = cowstate.NamespacedValue(b, "value", statetable.String, statetable.String, statetable.Int64, 0)
+	j.List, _ = cowstate.NamespacedList(b, "list", statetable.String, statetable.String, statetable.Int64)
+	j.Map, _ = cowstate.NamespacedMap(b, "map", statetable.String, statetable.String, statetable.String, statetable.Int64)
+	j.Reduce, _ = cowstate.NamespacedReducing(b, "reduce", statetable.String, statetable.String, statetable.Int64, func(a, b int64) int64 { return a + b })
 	j.Timers, _ = cowstate.Timers(b, "timers", statetable.String, statetable.String)
 	return j
 }

@@ -1,0 +1,332 @@
+package cowstate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/snapshot"
+	"github.com/cowstate/cowstate/statetable"
+)
+
+func newBackend(t *testing.T, cfg cowstate.Config) *cowstate.Backend {
+	t.Helper()
+	b, err := cowstate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// must returns v, or fails t with err: must(f())(t).
+func must[T any](v T, err error) func(t *testing.T) T {
+	return func(t *testing.T) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// A value state keyed by string with int64 values needs no codec and no
+// namespace; a snapshot keeps what it saw.
+func TestValue_InferredCodecsNoNamespace(t *testing.T) {
+	b := newBackend(t, cowstate.Config{})
+	count := must(cowstate.Value[string, int64](b, "count"))(t)
+	inc := func(n int64) int64 { return n + 1 }
+	for _, u := range []string{"ann", "bob", "ann"} {
+		if err := count.Update(u, inc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := b.Snapshot()
+	defer snap.Release()
+	if err := count.Put("ann", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := count.Clear("bob"); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := must(count.Get("ann"))(t); n != 10 {
+		t.Errorf("Get(ann) = %d, want 10", n)
+	}
+	if n, ok, err := count.Lookup("bob"); n != 0 || ok || err != nil {
+		t.Errorf("Lookup(bob) = %d, %v, %v; want 0, false, nil", n, ok, err)
+	}
+	if n := must(count.GetAt(snap, "ann"))(t); n != 2 {
+		t.Errorf("GetAt(snap, ann) = %d, want 2", n)
+	}
+	if n, ok, err := count.LookupAt(snap, "bob"); n != 1 || !ok || err != nil {
+		t.Errorf("LookupAt(snap, bob) = %d, %v, %v; want 1, true, nil", n, ok, err)
+	}
+	if got := slices.Sorted(count.Keys()); !slices.Equal(got, []string{"ann"}) || count.Count() != 1 {
+		t.Errorf("Keys() = %v, Count() = %d; want [ann], 1", got, count.Count())
+	}
+	at := slices.Sorted(must(count.KeysAt(snap))(t))
+	if !slices.Equal(at, []string{"ann", "bob"}) {
+		t.Errorf("KeysAt(snap) = %v, want [ann bob]", at)
+	}
+	var seen []string
+	err := count.ForEachKey(func(k string) error {
+		seen = append(seen, k)
+		return count.Put("carl", 1) // writes during the iteration are allowed
+	})
+	if err != nil || !slices.Equal(seen, []string{"ann"}) {
+		t.Errorf("ForEachKey saw %v, %v; want [ann], nil", seen, err)
+	}
+}
+
+// The state a new-style handle registers is the namespaced state with the
+// void namespace and the inferred codecs: the same bytes, so a snapshot
+// written through one restores through the other.
+func TestValue_SameStateAsNamespacedWithVoid(t *testing.T) {
+	old := newBackend(t, cowstate.Config{})
+	v := must(cowstate.NamespacedValue(old, "count", statetable.String, statetable.Void, statetable.Int64, 0))(t)
+	for i, u := range []string{"ann", "bob"} {
+		if err := v.Put(u, cowstate.VoidNamespace{}, int64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := old.Snapshot()
+	var buf bytes.Buffer
+	err := cowstate.WriteSnapshot(context.Background(), &buf, snap, nil)
+	snap.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b := newBackend(t, cowstate.Config{})
+	count := must(cowstate.Value[string, int64](b, "count"))(t)
+	r, err := snapshot.Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Restore(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if n := must(count.Get("bob"))(t); n != 2 {
+		t.Errorf("restored Get(bob) = %d, want 2", n)
+	}
+	if count.Namespaced() != must(cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0))(t) {
+		t.Error("Namespaced() is not the state NamespacedValue registers under the name")
+	}
+}
+
+// Registering a name again returns a handle on the same state; another
+// default, value type or kind is an error naming the state.
+func TestValue_Reregistration(t *testing.T) {
+	b := newBackend(t, cowstate.Config{})
+	a := must(cowstate.Value[string, int64](b, "count", cowstate.WithDefault[int64](7)))(t)
+	again := must(cowstate.Value[string, int64](b, "count", cowstate.WithDefault[int64](7)))(t)
+	if err := a.Put("ann", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := must(again.Get("ann"))(t); n != 1 {
+		t.Errorf("second handle Get(ann) = %d, want 1", n)
+	}
+	if n := must(again.Get("bob"))(t); n != 7 {
+		t.Errorf("Get(bob) = %d, want the default 7", n)
+	}
+	for name, register := range map[string]func() error{
+		"other default": func() error { _, err := cowstate.Value[string, int64](b, "count"); return err },
+		"other value":   func() error { _, err := cowstate.Value[string, string](b, "count"); return err },
+		"other kind":    func() error { _, err := cowstate.List[string, int64](b, "count"); return err },
+	} {
+		err := register()
+		if !errors.Is(err, cowstate.ErrStateMismatch) || !strings.Contains(err.Error(), `"count"`) {
+			t.Errorf("%s: %v, want an error matching ErrStateMismatch naming the state", name, err)
+		}
+	}
+}
+
+type point struct{ X, Y int }
+
+// Options of the wrong Go type, of no use to the kind or given twice, and
+// types with no inferred codec, are errors matching ErrConfig that name
+// the state; registration leaves nothing behind.
+func TestStateOptions_Errors(t *testing.T) {
+	b := newBackend(t, cowstate.Config{})
+	pointCodec := statetable.FuncCodec("point",
+		func(dst []byte, p point) []byte { return append(dst, byte(p.X), byte(p.Y)) },
+		func(src []byte) (point, error) {
+			if len(src) != 2 {
+				return point{}, statetable.ErrDecode
+			}
+			return point{int(src[0]), int(src[1])}, nil
+		})
+	cases := []struct {
+		name     string
+		register func() error
+		want     error
+		mention  string
+	}{
+		{"no codec", func() error { _, err := cowstate.Value[string, point](b, "s1"); return err }, cowstate.ErrNoCodec, "value codec"},
+		{"key codec type", func() error {
+			_, err := cowstate.Value[string, int64](b, "s2", cowstate.WithKeyCodec(statetable.Int64))
+			return err
+		}, cowstate.ErrConfig, "Codec[string]"},
+		{"default type", func() error {
+			_, err := cowstate.Value[string, int64](b, "s3", cowstate.WithDefault(7)) // an int, not an int64
+			return err
+		}, cowstate.ErrConfig, "default is a int"},
+		{"default on a list", func() error {
+			_, err := cowstate.List[string, int64](b, "s4", cowstate.WithDefault[int64](7))
+			return err
+		}, cowstate.ErrConfig, "list state has no default"},
+		{"twice", func() error {
+			_, err := cowstate.Value[string, int64](b, "s5", cowstate.WithDefault[int64](1), cowstate.WithDefault[int64](2))
+			return err
+		}, cowstate.ErrConfig, "given twice"},
+		{"zero option", func() error {
+			_, err := cowstate.Value[string, int64](b, "s6", cowstate.StateOption{})
+			return err
+		}, cowstate.ErrConfig, "zero StateOption"},
+		{"user key codec on a value state", func() error {
+			_, err := cowstate.Value[string, int64](b, "s7", cowstate.WithUserKeyCodec(statetable.String))
+			return err
+		}, cowstate.ErrConfig, "no user key codec"},
+	}
+	for _, c := range cases {
+		err := c.register()
+		if !errors.Is(err, c.want) || !errors.Is(err, cowstate.ErrConfig) || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("%s: %v; want an error matching %v and ErrConfig, mentioning %q", c.name, err, c.want, c.mention)
+		}
+	}
+	if states := len(b.Stats().States); states != 0 {
+		t.Errorf("failed registrations left %d states", states)
+	}
+
+	// With its codec given, the same state registers and works.
+	p := must(cowstate.Value[string, point](b, "s1", cowstate.WithValueCodec(pointCodec)))(t)
+	if err := p.Put("a", point{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(p.Get("a"))(t); got != (point{1, 2}) {
+		t.Errorf("Get(a) = %v, want {1 2}", got)
+	}
+}
+
+type average struct{}
+
+func (average) CreateAccumulator() [2]int64         { return [2]int64{} }
+func (average) Add(in int64, acc [2]int64) [2]int64 { return [2]int64{acc[0] + in, acc[1] + 1} }
+func (average) Result(acc [2]int64) float64         { return float64(acc[0]) / float64(acc[1]) }
+func (average) Merge(a, b [2]int64) [2]int64        { return [2]int64{a[0] + b[0], a[1] + b[1]} }
+func sumAcc(dst []byte, a [2]int64) []byte {
+	return statetable.Int64.Append(statetable.Int64.Append(dst, a[0]), a[1])
+}
+func decodeAcc(src []byte) (a [2]int64, err error) {
+	if len(src) != 16 {
+		return a, statetable.ErrDecode
+	}
+	a[0], err = statetable.Int64.Decode(src[:8])
+	if err == nil {
+		a[1], err = statetable.Int64.Decode(src[8:])
+	}
+	return a, err
+}
+
+// Lists, maps, reducing and aggregating states without a namespace, read
+// live and at a snapshot.
+func TestKeyedStates_Kinds(t *testing.T) {
+	b := newBackend(t, cowstate.Config{})
+	events := must(cowstate.List[string, string](b, "events"))(t)
+	attrs := must(cowstate.Map[string, string, int64](b, "attrs"))(t)
+	total := must(cowstate.Reducing[string](b, "total", func(a, v int64) int64 { return a + v }))(t)
+	avg := must(cowstate.Aggregating[string](b, "avg", average{},
+		cowstate.WithValueCodec(statetable.FuncCodec("avg-acc", sumAcc, decodeAcc))))(t)
+
+	for _, e := range []string{"view", "click"} {
+		if err := errors.Join(events.Add("ann", e), attrs.Put("ann", e, int64(len(e))), total.Add("ann", 2), avg.Add("ann", int64(len(e)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := b.Snapshot()
+	defer snap.Release()
+	if err := errors.Join(events.Add("ann", "buy"), attrs.Remove("ann", "view"), total.Add("ann", 5), avg.Clear("ann")); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := slices.Collect(must(events.Get("ann"))(t)); !slices.Equal(got, []string{"view", "click", "buy"}) {
+		t.Errorf("list = %v", got)
+	}
+	if got := slices.Collect(must(events.GetAt(snap, "ann"))(t)); !slices.Equal(got, []string{"view", "click"}) {
+		t.Errorf("list at snapshot = %v", got)
+	}
+	if n := must(events.Len("ann"))(t); n != 3 {
+		t.Errorf("list Len = %d", n)
+	}
+	if got := maps.Collect(must(attrs.Iterate("ann"))(t)); !maps.Equal(got, map[string]int64{"click": 5}) {
+		t.Errorf("map = %v", got)
+	}
+	if got := maps.Collect(must(attrs.IterateAt(snap, "ann"))(t)); !maps.Equal(got, map[string]int64{"view": 4, "click": 5}) {
+		t.Errorf("map at snapshot = %v", got)
+	}
+	if ok := must(attrs.Contains("ann", "view"))(t); ok {
+		t.Error("map still contains a removed key")
+	}
+	if n, ok, err := total.Get("ann"); n != 9 || !ok || err != nil {
+		t.Errorf("reducing Get = %d, %v, %v; want 9", n, ok, err)
+	}
+	if n, ok, err := total.GetAt(snap, "ann"); n != 4 || !ok || err != nil {
+		t.Errorf("reducing GetAt = %d, %v, %v; want 4", n, ok, err)
+	}
+	if _, ok, err := avg.Get("ann"); ok || err != nil {
+		t.Errorf("cleared aggregate: ok %v, %v", ok, err)
+	}
+	if a, ok, err := avg.GetAt(snap, "ann"); a != 4.5 || !ok || err != nil {
+		t.Errorf("aggregate at snapshot = %v, %v, %v; want 4.5", a, ok, err)
+	}
+}
+
+// A TTL state without a namespace expires on the backend's clock.
+func TestValueWithTTL_Expires(t *testing.T) {
+	now := time.UnixMilli(1000)
+	b := newBackend(t, cowstate.Config{Clock: func() int64 { return now.UnixMilli() }})
+	seen := must(cowstate.ValueWithTTL[string, time.Time](b, "last-seen", cowstate.TTL{Duration: time.Second}))(t)
+	if err := seen.Put("ann", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := must2(t)(seen.Lookup("ann")); !ok {
+		t.Fatal("a fresh value is absent")
+	}
+	now = now.Add(2 * time.Second)
+	if _, ok := must2(t)(seen.Lookup("ann")); ok {
+		t.Error("a value older than its TTL is still there")
+	}
+	if _, err := cowstate.ValueWithTTL[string, time.Time](b, "bad", cowstate.TTL{}); !errors.Is(err, cowstate.ErrConfig) {
+		t.Errorf("zero TTL: %v, want ErrConfig", err)
+	}
+}
+
+func must2(t *testing.T) func(time.Time, bool, error) (time.Time, bool) {
+	return func(v time.Time, ok bool, err error) (time.Time, bool) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, ok
+	}
+}
+
+// A key outside the backend's key groups is an error matching
+// ErrKeyGroupNotOwned from the root package.
+func TestValue_KeyGroupNotOwned(t *testing.T) {
+	b := newBackend(t, cowstate.Config{MaxParallelism: 128, KeyGroups: &statetable.KeyGroupRange{First: 0, Last: 0}})
+	count := must(cowstate.Value[string, int64](b, "count"))(t)
+	var err error
+	for i := 0; err == nil && i < 1000; i++ {
+		err = count.Put(strings.Repeat("k", i), 1)
+	}
+	if !errors.Is(err, cowstate.ErrKeyGroupNotOwned) {
+		t.Errorf("writes outside key group 0: %v, want ErrKeyGroupNotOwned", err)
+	}
+}
