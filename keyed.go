@@ -230,7 +230,9 @@ func (v *ValueState[K, V]) Keys() iter.Seq[K] { return v.s.Keys(noNamespace) }
 
 // ForEachKey calls fn for every key with a value, over a capture taken on
 // entry, so fn may write any state; its first error stops the iteration.
-func (v *ValueState[K, V]) ForEachKey(fn func(key K) error) error { return v.s.ForEachKey(noNamespace, fn) }
+func (v *ValueState[K, V]) ForEachKey(fn func(key K) error) error {
+	return v.s.ForEachKey(noNamespace, fn)
+}
 
 // KeysAt yields the keys with a value in a snapshot; any goroutine while
 // snap is live.
@@ -292,10 +294,14 @@ func keyValueArgs[K, V any](kind, name string, opts []StateOption) (Codec[K], Co
 func (l *ListState[K, E]) Add(key K, e E) error { return l.s.Add(key, noNamespace, e) }
 
 // AddAll appends every element of es to key's list.
-func (l *ListState[K, E]) AddAll(key K, es iter.Seq[E]) error { return l.s.AddAll(key, noNamespace, es) }
+func (l *ListState[K, E]) AddAll(key K, es iter.Seq[E]) error {
+	return l.s.AddAll(key, noNamespace, es)
+}
 
 // Update replaces key's list with es (an empty es clears it).
-func (l *ListState[K, E]) Update(key K, es iter.Seq[E]) error { return l.s.Update(key, noNamespace, es) }
+func (l *ListState[K, E]) Update(key K, es iter.Seq[E]) error {
+	return l.s.Update(key, noNamespace, es)
+}
 
 // Get yields key's list (see statetable.ListState.Get).
 func (l *ListState[K, E]) Get(key K) (iter.Seq[E], error) { return l.s.Get(key, noNamespace) }
@@ -318,7 +324,9 @@ func (l *ListState[K, E]) Count() int { return l.s.Count() }
 func (l *ListState[K, E]) Keys() iter.Seq[K] { return l.s.Keys(noNamespace) }
 
 // ForEachKey calls fn for every key with a list (see ValueState.ForEachKey).
-func (l *ListState[K, E]) ForEachKey(fn func(key K) error) error { return l.s.ForEachKey(noNamespace, fn) }
+func (l *ListState[K, E]) ForEachKey(fn func(key K) error) error {
+	return l.s.ForEachKey(noNamespace, fn)
+}
 
 // Namespaced returns the state as registered, with its (noNamespace) namespace.
 func (l *ListState[K, E]) Namespaced() *NamespacedListState[K, VoidNamespace, E] { return l.s }
@@ -374,7 +382,9 @@ func mapArgs[K, UK, UV any](name string, opts []StateOption) (Codec[K], Codec[UK
 }
 
 // Get returns the value of uk in key's map and whether it is there.
-func (m *MapState[K, UK, UV]) Get(key K, uk UK) (UV, bool, error) { return m.s.Get(key, noNamespace, uk) }
+func (m *MapState[K, UK, UV]) Get(key K, uk UK) (UV, bool, error) {
+	return m.s.Get(key, noNamespace, uk)
+}
 
 // Contains reports whether key's map holds uk.
 func (m *MapState[K, UK, UV]) Contains(key K, uk UK) (bool, error) {
@@ -382,7 +392,9 @@ func (m *MapState[K, UK, UV]) Contains(key K, uk UK) (bool, error) {
 }
 
 // Put sets uk to uv in key's map.
-func (m *MapState[K, UK, UV]) Put(key K, uk UK, uv UV) error { return m.s.Put(key, noNamespace, uk, uv) }
+func (m *MapState[K, UK, UV]) Put(key K, uk UK, uv UV) error {
+	return m.s.Put(key, noNamespace, uk, uv)
+}
 
 // PutAll puts every entry of entries in key's map.
 func (m *MapState[K, UK, UV]) PutAll(key K, entries iter.Seq2[UK, UV]) error {
@@ -482,7 +494,9 @@ func (r *ReducingState[K, V]) Count() int { return r.s.Count() }
 func (r *ReducingState[K, V]) Keys() iter.Seq[K] { return r.s.Keys(noNamespace) }
 
 // ForEachKey calls fn for every key with a value (see ValueState.ForEachKey).
-func (r *ReducingState[K, V]) ForEachKey(fn func(key K) error) error { return r.s.ForEachKey(noNamespace, fn) }
+func (r *ReducingState[K, V]) ForEachKey(fn func(key K) error) error {
+	return r.s.ForEachKey(noNamespace, fn)
+}
 
 // Namespaced returns the state as registered, with its (noNamespace) namespace.
 func (r *ReducingState[K, V]) Namespaced() *NamespacedReducingState[K, VoidNamespace, V] { return r.s }
@@ -524,10 +538,14 @@ func AggregatingWithTTL[K, IN, ACC, OUT any](b *Backend, name string, fn Aggrega
 }
 
 // Add adds in to key's accumulator (a new one if it has none).
-func (a *AggregatingState[K, IN, ACC, OUT]) Add(key K, in IN) error { return a.s.Add(key, noNamespace, in) }
+func (a *AggregatingState[K, IN, ACC, OUT]) Add(key K, in IN) error {
+	return a.s.Add(key, noNamespace, in)
+}
 
 // Get returns the result of key's accumulator and whether it has one.
-func (a *AggregatingState[K, IN, ACC, OUT]) Get(key K) (OUT, bool, error) { return a.s.Get(key, noNamespace) }
+func (a *AggregatingState[K, IN, ACC, OUT]) Get(key K) (OUT, bool, error) {
+	return a.s.Get(key, noNamespace)
+}
 
 // Clear removes key's accumulator.
 func (a *AggregatingState[K, IN, ACC, OUT]) Clear(key K) error { return a.s.Clear(key, noNamespace) }
