@@ -277,6 +277,15 @@ func ListWithTTL[K, E any](b *Backend, name string, ttl TTL, opts ...StateOption
 	return &ListState[K, E]{s}, nil
 }
 
+// ResolveCodecs returns the key and value codecs a state of kind ("value",
+// "list", "reducing", ...) registered under name would use with opts:
+// those WithKeyCodec and WithValueCodec give, else the inferred ones. Any
+// other option is an error matching ErrConfig. For code that registers
+// states on a job's behalf, such as package window's operators.
+func ResolveCodecs[K, V any](kind, name string, opts ...StateOption) (Codec[K], Codec[V], error) {
+	return keyValueArgs[K, V](kind, name, opts)
+}
+
 func keyValueArgs[K, V any](kind, name string, opts []StateOption) (Codec[K], Codec[V], error) {
 	o, err := parseOptions(kind, name, opts, "key codec", "value codec")
 	if err != nil {

@@ -1,0 +1,183 @@
+package window
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/statetable"
+)
+
+// Operator is a keyed event-time window operator, Flink's
+// keyBy(key).window(assigner).reduce(...) or .aggregate(...): Add puts an
+// element into the windows its assigner gives, AdvanceWatermark emits
+// every window whose end the watermark has passed (one result per key and
+// window, in timestamp order) and clears its state, and Flush emits the
+// rest at the end of the input.
+//
+// Its state (the windows' contents, their end-of-window timers, and for
+// Session windows the open sessions) lives in the backend under the
+// operator's name, so it is in every snapshot and checkpoint; create the
+// operator before a restore, as any state. Lateness is Flink's with no
+// allowed lateness: an element whose windows have all ended at the
+// watermark is dropped and Add reports it late.
+//
+// Writer goroutine of the backend only. Cost per Add: the assigner's
+// windows, each one timer registration and one state update (O(log n));
+// per window emitted, one read and one clear.
+type Operator[K, IN, OUT any] struct {
+	assign   Assigner
+	state    windowState[K, IN, OUT]
+	timers   *cowstate.TimerService[K, TimeWindow]
+	sessions *Sessions[K] // for a Session assigner, else nil
+	windows  []TimeWindow // scratch for the assigner
+}
+
+// windowState is the state of an operator's windows: a reducing or an
+// aggregating state namespaced by window.
+type windowState[K, IN, OUT any] interface {
+	Add(key K, w TimeWindow, in IN) error
+	Get(key K, w TimeWindow) (OUT, bool, error)
+	Clear(key K, w TimeWindow) error
+	Mergeable[K]
+}
+
+// Reduce registers a window operator that folds each window's elements
+// with reduce (options: cowstate.WithKeyCodec, cowstate.WithValueCodec, as
+// for cowstate.Reducing). reduce must return a new value rather than mutate
+// its arguments.
+func Reduce[K, V any](b *cowstate.Backend, name string, assign Assigner, reduce func(acc, v V) V, opts ...cowstate.StateOption) (*Operator[K, V, V], error) {
+	kc, vc, err := cowstate.ResolveCodecs[K, V]("reducing", name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s, err := cowstate.NamespacedReducing(b, name, kc, Codec, vc, reduce)
+	if err != nil {
+		return nil, err
+	}
+	return newOperator(b, name, assign, kc, windowState[K, V, V](s))
+}
+
+// Aggregate registers a window operator that adds each window's elements
+// to an accumulator of fn and emits its result (options:
+// cowstate.WithKeyCodec, cowstate.WithValueCodec for the accumulators).
+// Go infers IN, ACC and OUT from fn: window.Aggregate[string](b, "avg",
+// minute, average{}).
+func Aggregate[K, IN, ACC, OUT any](b *cowstate.Backend, name string, assign Assigner, fn cowstate.AggregateFunction[IN, ACC, OUT], opts ...cowstate.StateOption) (*Operator[K, IN, OUT], error) {
+	kc, ac, err := cowstate.ResolveCodecs[K, ACC]("aggregating", name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s, err := cowstate.NamespacedAggregating(b, name, kc, Codec, ac, fn)
+	if err != nil {
+		return nil, err
+	}
+	return newOperator(b, name, assign, kc, windowState[K, IN, OUT](s))
+}
+
+// Count registers a window operator that counts each window's elements:
+// Add(key, ts, 1) per element (or n for n of them at once).
+func Count[K any](b *cowstate.Backend, name string, assign Assigner, opts ...cowstate.StateOption) (*Operator[K, int64, int64], error) {
+	return Reduce[K](b, name, assign, func(acc, n int64) int64 { return acc + n }, opts...)
+}
+
+// newOperator registers the operator's timer service, name+"/windows", and
+// for session windows its session set, name+"/sessions".
+func newOperator[K, IN, OUT any](b *cowstate.Backend, name string, assign Assigner, kc statetable.Codec[K], s windowState[K, IN, OUT]) (*Operator[K, IN, OUT], error) {
+	if assign == nil {
+		return nil, fmt.Errorf("%w: operator %q: nil assigner", ErrInvalid, name)
+	}
+	timers, err := cowstate.Timers(b, name+"/windows", kc, Codec)
+	if err != nil {
+		return nil, err
+	}
+	o := &Operator[K, IN, OUT]{assign: assign, state: s, timers: timers}
+	if session, ok := assign.(Session); ok {
+		if o.sessions, err = NewSessions(b, name+"/sessions", kc, session.Gap, timers, s); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// Add puts an element of key at event time ts into its windows. late is
+// true when every one of them had ended at the watermark: the element is
+// dropped. An error is the assigner's (ErrRange, ErrInvalid) or the
+// state's; then nothing of the element is kept in a window it names.
+func (o *Operator[K, IN, OUT]) Add(key K, ts int64, in IN) (late bool, err error) {
+	if o.sessions != nil {
+		a, err := o.sessions.Add(key, ts)
+		if err != nil || a.Late {
+			return a.Late, err
+		}
+		return false, o.state.Add(key, a.State, in)
+	}
+	o.windows, err = o.assign.AppendWindows(o.windows[:0], ts)
+	if err != nil {
+		return false, err
+	}
+	late = true
+	for _, w := range o.windows {
+		wLate, err := RegisterEnd(o.timers, key, w)
+		if err != nil {
+			return false, err
+		}
+		if wLate {
+			continue
+		}
+		late = false
+		if err := o.state.Add(key, w, in); err != nil {
+			return false, err
+		}
+	}
+	return late, nil
+}
+
+// AdvanceWatermark sets the event-time watermark to wm and emits, in
+// timestamp order, every window of every key whose last timestamp is at or
+// below it, clearing its state after emit returns. The watermark never goes
+// back: one below the current one leaves it as it is. emit may write
+// state; its first error stops the emission and is returned (the window
+// it failed on keeps its state and fires again on the next advance).
+// fired is the number of windows emitted.
+func (o *Operator[K, IN, OUT]) AdvanceWatermark(wm int64, emit func(key K, w TimeWindow, out OUT) error) (fired int, err error) {
+	fire := func(key K, w TimeWindow, _ int64) error {
+		stateW := w
+		if o.sessions != nil {
+			var ok bool
+			if stateW, ok, err = o.sessions.StateWindow(key, w); err != nil || !ok {
+				return err // a session merged away has no state of its own
+			}
+		}
+		out, ok, err := o.state.Get(key, stateW)
+		if err != nil || !ok {
+			return err
+		}
+		if err := emit(key, w, out); err != nil {
+			return err
+		}
+		if o.sessions != nil {
+			if _, _, err := o.sessions.Remove(key, w); err != nil {
+				return err
+			}
+		}
+		fired++
+		return o.state.Clear(key, stateW)
+	}
+	_, err = o.timers.AdvanceWatermark(wm, fire)
+	return fired, err
+}
+
+// Flush emits every window still open, as at the end of a bounded input
+// (Flink's final watermark): after it, every element is late.
+func (o *Operator[K, IN, OUT]) Flush(emit func(key K, w TimeWindow, out OUT) error) (fired int, err error) {
+	return o.AdvanceWatermark(math.MaxInt64, emit)
+}
+
+// Watermark returns the operator's event-time watermark (math.MinInt64
+// before the first advance).
+func (o *Operator[K, IN, OUT]) Watermark() int64 { return o.timers.CurrentWatermark() }
+
+// Timers returns the operator's timer service, for a job that also
+// registers timers of its own in window namespaces.
+func (o *Operator[K, IN, OUT]) Timers() *cowstate.TimerService[K, TimeWindow] { return o.timers }

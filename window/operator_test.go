@@ -1,0 +1,374 @@
+package window_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/checkpoint"
+	"github.com/cowstate/cowstate/statetable"
+	"github.com/cowstate/cowstate/window"
+	"pgregory.net/rapid"
+)
+
+// fixedModel is a non-merging window operator written the obvious way:
+// per key and window the elements, a window late once its last timestamp
+// is at or below the watermark.
+type fixedModel struct {
+	assign    window.Assigner
+	watermark int64
+	open      map[string]map[window.TimeWindow][]int64
+}
+
+func (m *fixedModel) add(key string, ts int64) (late bool) {
+	ws, err := m.assign.AppendWindows(nil, ts)
+	if err != nil {
+		panic(err)
+	}
+	late = true
+	for _, w := range ws {
+		if window.Late(w, m.watermark) {
+			continue
+		}
+		late = false
+		if m.open[key] == nil {
+			m.open[key] = map[window.TimeWindow][]int64{}
+		}
+		m.open[key][w] = append(m.open[key][w], ts)
+	}
+	return late
+}
+
+func (m *fixedModel) fire(wm int64) []string {
+	m.watermark = max(m.watermark, wm)
+	var out []string
+	for key, ws := range m.open {
+		for w, elems := range ws {
+			if window.Late(w, m.watermark) {
+				out = append(out, countSum(key, w, elems))
+				delete(ws, w)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func countSum(key string, w window.TimeWindow, elems []int64) string {
+	var sum int64
+	for _, e := range elems {
+		sum += e
+	}
+	return fmt.Sprintf("%s %v n=%d sum=%d", key, w, len(elems), sum)
+}
+
+// stats is the operator's aggregation in the tests: count and sum.
+type stats struct{}
+
+func (stats) CreateAccumulator() [2]int64         { return [2]int64{} }
+func (stats) Add(in int64, acc [2]int64) [2]int64 { return [2]int64{acc[0] + 1, acc[1] + in} }
+func (stats) Result(acc [2]int64) [2]int64        { return acc }
+func (stats) Merge(a, b [2]int64) [2]int64        { return [2]int64{a[0] + b[0], a[1] + b[1]} }
+
+var statsCodec = statetable.FuncCodec("count-sum",
+	func(dst []byte, a [2]int64) []byte {
+		return statetable.Int64.Append(statetable.Int64.Append(dst, a[0]), a[1])
+	},
+	func(src []byte) (a [2]int64, err error) {
+		if len(src) != 16 {
+			return a, fmt.Errorf("%w: count-sum of %d bytes", statetable.ErrDecode, len(src))
+		}
+		if a[0], err = statetable.Int64.Decode(src[:8]); err == nil {
+			a[1], err = statetable.Int64.Decode(src[8:])
+		}
+		return a, err
+	})
+
+// operatorJob is one process of a job: a backend, the operator, a
+// checkpoint loop on a shared store.
+type operatorJob struct {
+	op   *window.Operator[string, int64, [2]int64]
+	loop *checkpoint.Loop[int]
+}
+
+func startOperatorJob(t *rapid.T, store checkpoint.Storage, assign window.Assigner) (*operatorJob, int) {
+	b, err := cowstate.New(cowstate.Config{MaxParallelism: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := window.Aggregate[string](b, "stats", assign, stats{}, cowstate.WithValueCodec(statsCodec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, start, err := checkpoint.Resume[int](context.Background(), b, store, checkpoint.LoopOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &operatorJob{op, loop}, start.Meta
+}
+
+func (j *operatorJob) fire(wm int64) ([]string, error) {
+	var out []string
+	last := int64(math.MinInt64)
+	_, err := j.op.AdvanceWatermark(wm, func(key string, w window.TimeWindow, a [2]int64) error {
+		if w.MaxTimestamp() < last {
+			return fmt.Errorf("window %v emitted after one ending at %d", w, last)
+		}
+		last = w.MaxTimestamp()
+		out = append(out, fmt.Sprintf("%s %v n=%d sum=%d", key, w, a[0], a[1]))
+		return nil
+	})
+	slices.Sort(out)
+	return out, err
+}
+
+// The operator emits what the model emits, for tumbling, sliding and
+// session windows, across watermarks that sometimes go back and across
+// crashes that resume from the last checkpoint and replay the input after
+// it (what a job with a replayable source does).
+func TestOperator_AgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var assign window.Assigner
+		switch rapid.IntRange(0, 2).Draw(t, "kind") {
+		case 0:
+			assign = window.Tumbling{Size: rapid.Int64Range(1, 30).Draw(t, "size")}
+		case 1:
+			slide := rapid.Int64Range(1, 15).Draw(t, "slide")
+			assign = window.Sliding{Size: rapid.Int64Range(1, 45).Draw(t, "size"), Slide: slide}
+		default:
+			assign = window.Session{Gap: rapid.Int64Range(1, 20).Draw(t, "gap")}
+		}
+		type input struct {
+			advance bool
+			key     string
+			ts      int64
+		}
+		var inputs []input
+		wm := int64(-50)
+		for range rapid.IntRange(1, 150).Draw(t, "inputs") {
+			if rapid.IntRange(0, 4).Draw(t, "op") == 0 {
+				wm += rapid.Int64Range(-5, 15).Draw(t, "advance")
+				inputs = append(inputs, input{advance: true, ts: wm})
+				continue
+			}
+			inputs = append(inputs, input{key: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key"), ts: wm + rapid.Int64Range(-10, 40).Draw(t, "ahead")})
+		}
+		inputs = append(inputs, input{advance: true, ts: math.MaxInt64}) // the end of the input
+
+		// The model runs once through the input.
+		var want []string
+		fixed := &fixedModel{assign: assign, watermark: math.MinInt64, open: map[string]map[window.TimeWindow][]int64{}}
+		var sessions *sessionModel
+		if s, ok := assign.(window.Session); ok {
+			sessions = &sessionModel{gap: s.Gap, watermark: math.MinInt64, open: map[string][]modelSession{}}
+		}
+		wantLate := make([]bool, len(inputs))
+		for i, in := range inputs {
+			switch {
+			case in.advance && sessions != nil:
+				for _, r := range sessions.fire(in.ts) {
+					want = append(want, r)
+				}
+			case in.advance:
+				want = append(want, fixed.fire(in.ts)...)
+			case sessions != nil:
+				_, wantLate[i] = sessions.add(in.key, in.ts)
+			default:
+				wantLate[i] = fixed.add(in.key, in.ts)
+			}
+		}
+		if sessions != nil { // the session model's results list the elements
+			for i, r := range want {
+				want[i] = sessionCountSum(r)
+			}
+		}
+
+		// The job runs with crashes: what it emitted after its last
+		// checkpoint is emitted again after the restart, so the test
+		// keeps the output up to each checkpoint.
+		store := checkpoint.Memory()
+		j, next := startOperatorJob(t, store, assign)
+		var got, sinceCheckpoint []string
+		for next < len(inputs) {
+			in := inputs[next]
+			if in.advance {
+				out, err := j.fire(in.ts)
+				if err != nil {
+					t.Fatalf("input %d: advance to %d: %v", next, in.ts, err)
+				}
+				sinceCheckpoint = append(sinceCheckpoint, out...)
+			} else {
+				late, err := j.op.Add(in.key, in.ts, in.ts)
+				if err != nil {
+					t.Fatalf("input %d: add %s %d: %v", next, in.key, in.ts, err)
+				}
+				if late != wantLate[next] {
+					t.Fatalf("input %d: add %s %d late %v, want %v", next, in.key, in.ts, late, wantLate[next])
+				}
+			}
+			next++
+			switch rapid.IntRange(0, 9).Draw(t, "then") {
+			case 0: // checkpoint
+				if _, err := j.loop.Sync(context.Background(), next); err != nil {
+					t.Fatal(err)
+				}
+				got, sinceCheckpoint = append(got, sinceCheckpoint...), nil
+			case 1: // crash, and resume from the last checkpoint
+				sinceCheckpoint = nil
+				if err := j.loop.Close(); err != nil {
+					t.Fatal(err)
+				}
+				j, next = startOperatorJob(t, store, assign)
+			}
+		}
+		got = append(got, sinceCheckpoint...)
+		if err := j.loop.Close(); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("emitted\n%q\nwant\n%q", got, want)
+		}
+	})
+}
+
+// sessionCountSum turns a session model result ("key window [elems]") into
+// the operator's ("key window n= sum=").
+func sessionCountSum(r string) string {
+	var key string
+	var start, end int64
+	var rest string
+	if _, err := fmt.Sscanf(r, "%s [%d, %d) %s", &key, &start, &end, &rest); err != nil {
+		panic(err)
+	}
+	var elems []int64
+	i := len(fmt.Sprintf("%s [%d, %d) ", key, start, end))
+	for _, f := range splitInts(r[i:]) {
+		elems = append(elems, f)
+	}
+	return countSum(key, window.TimeWindow{Start: start, End: end}, elems)
+}
+
+func splitInts(s string) []int64 {
+	var out []int64
+	var n int64
+	in, neg := false, false
+	for _, c := range s {
+		switch {
+		case c == '-':
+			neg = true
+		case c >= '0' && c <= '9':
+			n, in = n*10+int64(c-'0'), true
+		default:
+			if in {
+				if neg {
+					n = -n
+				}
+				out = append(out, n)
+			}
+			n, in, neg = 0, false, false
+		}
+	}
+	return out
+}
+
+// A per-user count in one-minute tumbling windows: late elements are
+// dropped, the end of the input flushes what is open, and a lower
+// watermark does not reopen anything.
+func TestOperator_CountTumbling(t *testing.T) {
+	b, err := cowstate.New(cowstate.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := window.Count[string](b, "views", window.Tumbling{Size: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	emit := func(user string, w window.TimeWindow, n int64) error {
+		got[fmt.Sprint(user, " ", w)] = n
+		return nil
+	}
+	for _, e := range []struct {
+		user string
+		ts   int64
+	}{{"ann", 5_000}, {"bob", 20_000}, {"ann", 40_000}, {"ann", 70_000}} {
+		if late, err := views.Add(e.user, e.ts, 1); late || err != nil {
+			t.Fatalf("Add(%s, %d) = %v, %v", e.user, e.ts, late, err)
+		}
+	}
+	if n, err := views.AdvanceWatermark(59_999, emit); n != 2 || err != nil {
+		t.Fatalf("AdvanceWatermark(59999) = %d, %v; want 2 windows", n, err)
+	}
+	if late, err := views.Add("ann", 59_000, 1); !late || err != nil {
+		t.Errorf("an element of a fired window: late %v, %v; want late", late, err)
+	}
+	if n, err := views.AdvanceWatermark(10, emit); n != 0 || err != nil || views.Watermark() != 59_999 {
+		t.Errorf("a lower watermark: fired %d, %v, watermark %d; want nothing, 59999", n, err, views.Watermark())
+	}
+	if n, err := views.Flush(emit); n != 1 || err != nil {
+		t.Fatalf("Flush = %d, %v; want 1 window", n, err)
+	}
+	want := map[string]int64{"ann [0, 60000)": 2, "bob [0, 60000)": 1, "ann [60000, 120000)": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("emitted %v, want %v", got, want)
+	}
+}
+
+// An emit that fails stops the advance; the window keeps its state and
+// fires on the next one.
+func TestOperator_EmitErrorKeepsWindow(t *testing.T) {
+	b, err := cowstate.New(cowstate.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := window.Count[string](b, "views", window.Tumbling{Size: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range []int64{1, 2, 15} {
+		if _, err := views.Add("ann", ts, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boom := errors.New("sink down")
+	if _, err := views.AdvanceWatermark(100, func(string, window.TimeWindow, int64) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("AdvanceWatermark with a failing emit: %v, want %v", err, boom)
+	}
+	var got []string
+	n, err := views.AdvanceWatermark(100, func(u string, w window.TimeWindow, c int64) error {
+		got = append(got, fmt.Sprint(u, " ", w, " ", c))
+		return nil
+	})
+	if n != 2 || err != nil || !slices.Equal(got, []string{"ann [0, 10) 2", "ann [10, 20) 1"}) {
+		t.Errorf("next advance fired %d %q, %v; want both windows", n, got, err)
+	}
+}
+
+// Misconfiguration is an error naming the operator.
+func TestOperator_Errors(t *testing.T) {
+	b, err := cowstate.New(cowstate.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := window.Count[string](b, "c", nil); !errors.Is(err, window.ErrInvalid) {
+		t.Errorf("nil assigner: %v, want ErrInvalid", err)
+	}
+	type opaque struct{ p *int }
+	if _, err := window.Count[opaque](b, "c", window.Tumbling{Size: 1}); !errors.Is(err, cowstate.ErrNoCodec) {
+		t.Errorf("key type with no codec: %v, want ErrNoCodec", err)
+	}
+	views, err := window.Count[string](b, "c", window.Tumbling{Size: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := views.Add("a", 1, 1); !errors.Is(err, window.ErrInvalid) {
+		t.Errorf("Add with a zero-size assigner: %v, want ErrInvalid", err)
+	}
+}
