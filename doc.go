@@ -11,13 +11,16 @@
 // show in it, and nothing from before is missing.
 //
 //	b, _ := cowstate.New(cowstate.Config{})
-//	count, _ := cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
-//	timers, _ := cowstate.Timers(b, "windows", statetable.String, statetable.Void)
-//	n, _ := count.Get("user-1", statetable.VoidNamespace{})
-//	count.Put("user-1", statetable.VoidNamespace{}, n+1)
-//	timers.RegisterEventTime("user-1", statetable.VoidNamespace{}, 1000)
+//	count, _ := cowstate.Value[string, int64](b, "count") // codecs inferred
+//	count.Update("user-1", func(n int64) int64 { return n + 1 })
 //	snap := b.Snapshot() // O(1) in the state size; read it on any goroutine
 //	defer snap.Release()
+//	n, _ := count.GetAt(snap, "user-1")
+//
+// A job imports this package, package checkpoint for its checkpoint loop
+// and package window for windows (window.Count, Reduce, Aggregate). The
+// Namespaced... constructors register states per key and namespace with
+// explicit codecs; Timers registers a timer service.
 //
 // # Caveats
 //
@@ -41,5 +44,5 @@
 //   - Key groups: a key's key group is a function of xxhash64 over its
 //     encoding and the max parallelism, stable across processes. Writing a
 //     key of a key group the backend does not own is an error matching
-//     statetable.ErrKeyGroupNotOwned.
+//     ErrKeyGroupNotOwned.
 package cowstate

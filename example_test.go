@@ -17,12 +17,11 @@ import (
 func Example() {
 	b, _ := cowstate.New(cowstate.Config{MaxParallelism: 128})
 	void := statetable.VoidNamespace{}
-	count, _ := cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+	count, _ := cowstate.Value[string, int64](b, "count")
 	timers, _ := cowstate.Timers(b, "flush", statetable.String, statetable.Void)
 
 	for _, user := range []string{"ann", "bob", "ann"} {
-		n, _ := count.Get(user, void)
-		count.Put(user, void, n+1)
+		count.Update(user, func(n int64) int64 { return n + 1 })
 		timers.RegisterEventTime(user, void, 100) // once per user: deduplicated
 	}
 
@@ -30,11 +29,11 @@ func Example() {
 	defer snap.Release()
 
 	timers.AdvanceWatermark(100, func(user string, _ statetable.VoidNamespace, ts int64) error {
-		return count.Clear(user, void) // timers fire in order and may write state
+		return count.Clear(user) // timers fire in order and may write state
 	})
 
-	then, _ := count.GetAt(snap.State(), "ann", void)
-	now, _ := count.Get("ann", void)
+	then, _ := count.GetAt(snap, "ann")
+	now, _ := count.Get("ann")
 	fmt.Println("ann in the snapshot:", then, "now:", now)
 	for t := range timers.EventTimersAt(snap) {
 		fmt.Println("snapshot timer:", t.Key, t.Timestamp)
@@ -46,25 +45,21 @@ func Example() {
 }
 
 // A windowed count as a Flink job: per user, one-minute tumbling event-time
-// windows of page views, summed in a reducing state and emitted by the
-// end-of-window timer. A checkpoint loop keeps the input offset and the
+// windows of page views, counted by a window operator that emits each
+// window at its end. A checkpoint loop keeps the input offset and the
 // watermark; a process dies after a checkpoint, and the next resumes from it.
 func Example_windowedCount() {
 	clicks := []struct {
 		user string
 		time int64 // event time, ms
 	}{{"ann", 5_000}, {"bob", 20_000}, {"ann", 40_000}, {"ann", 50_000}, {"ann", 70_000}, {"bob", 130_000}}
-	ctx, store, minute := context.Background(), checkpoint.Memory(), window.Tumbling{Size: 60_000}
-	sum := func(x, y int64) int64 { return x + y }
+	ctx, store := context.Background(), checkpoint.Memory()
+	emit := func(user string, w window.TimeWindow, n int64) error { fmt.Println(user, w, n); return nil }
 
 	run := func(stop int) error { // one process: resume, then handle the clicks up to stop
-		b, err := cowstate.New(cowstate.Config{})
+		b, _ := cowstate.New(cowstate.Config{})
+		views, err := window.Count[string](b, "views", window.Tumbling{Size: 60_000})
 		if err != nil {
-			return err
-		}
-		views, err1 := cowstate.NamespacedReducing(b, "views", statetable.String, window.Codec, statetable.Int64, sum)
-		timers, err2 := cowstate.Timers(b, "windows", statetable.String, window.Codec)
-		if err := errors.Join(err1, err2); err != nil {
 			return err
 		}
 		loop, start, err := checkpoint.Resume[int](ctx, b, store, checkpoint.LoopOptions{Interval: 10 * time.Second})
@@ -72,31 +67,15 @@ func Example_windowedCount() {
 			return err
 		}
 		fmt.Println("restored:", start.Restored, "next click:", start.Meta)
-		emit := func(user string, w window.TimeWindow, _ int64) error { // at the window's end
-			n, _, err := views.Get(user, w)
-			if err != nil {
-				return err
-			}
-			fmt.Println(user, w, n)
-			return views.Clear(user, w)
-		}
 		for i := start.Meta; i < stop; i++ {
-			c := clicks[i]
-			w, err := minute.Assign(c.time)
-			if err != nil {
+			_, err1 := views.Add(clicks[i].user, clicks[i].time, 1)        // a late click is dropped
+			_, err2 := views.AdvanceWatermark(clicks[i].time-10_000, emit) // 10 s behind
+			if err := errors.Join(err1, err2, loop.Processed(ctx, 1, i+1)); err != nil {
 				return err
 			}
-			late, err := window.RegisterEnd(timers, c.user, w)
-			if err == nil && !late { // late: its window has fired, the click is dropped
-				err = views.Add(c.user, w, 1)
-			}
-			if err != nil {
-				return err
-			}
-			if _, err := timers.AdvanceWatermark(c.time-10_000, emit); err != nil { // 10 s behind
-				return err
-			}
-			if err := loop.Processed(ctx, 1, i+1); err != nil {
+		}
+		if stop == len(clicks) { // the end of the input
+			if _, err := views.Flush(emit); err != nil {
 				return err
 			}
 		}
@@ -112,4 +91,5 @@ func Example_windowedCount() {
 	// ann [0, 60000) 3
 	// bob [0, 60000) 1
 	// ann [60000, 120000) 1
+	// bob [120000, 180000) 1
 }

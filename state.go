@@ -2,8 +2,9 @@ package cowstate
 
 import "github.com/cowstate/cowstate/statetable"
 
-// The functions below register keyed states on a backend: a state is named,
-// has codecs for its key, namespace and values (statetable ships codecs for
+// The Namespaced... functions register keyed states per key and namespace
+// (the states of windows, say): a state is named, has codecs for its key,
+// namespace and values (statetable ships codecs for
 // strings, bytes, integers, float64 and bool; statetable.FuncCodec wraps
 // your own), and registering a name again returns the same state if kind,
 // codecs, Go types, TTL and (for Value) the default match, else an error
@@ -26,8 +27,7 @@ func CodecFor[T any]() (statetable.Codec[T], error) { return statetable.CodecFor
 // clock (Config.Clock); see statetable.TTL. A state gets one by its
 // ...WithTTL constructor:
 //
-//	seen, err := cowstate.NamespacedValueWithTTL(b, "last-seen", statetable.Int64, statetable.Void, statetable.Int64, 0,
-//		cowstate.TTL{Duration: 30 * time.Minute})
+//	seen, err := cowstate.ValueWithTTL[int64, int64](b, "last-seen", cowstate.TTL{Duration: 30 * time.Minute})
 //
 // The TTL code is compiled into a program only if it calls one of them.
 type TTL = statetable.TTL

@@ -19,7 +19,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/checkpoint"
-	"github.com/cowstate/cowstate/statetable"
 )
 
 // jobBatch is how many events a job processes between two checkpoint calls.
@@ -269,11 +268,11 @@ type jobMeta struct {
 	Events int // events processed before the checkpoint
 }
 
-type countState = statetable.ValueState[int64, statetable.VoidNamespace, int64]
+type countState = cowstate.ValueState[int64, int64]
 
 // cowstateUpdate is impl=cowstate's event: the read-modify-write of k's
 // count.
-func cowstateUpdate(v *countState, k int64) error { return v.Update(k, void, increment) }
+func cowstateUpdate(v *countState, k int64) error { return v.Update(k, increment) }
 
 type cowstateJob struct {
 	dir   string
@@ -303,7 +302,7 @@ func (j *cowstateJob) open(every time.Duration) (checkpoint.Start[jobMeta], erro
 	if err != nil {
 		return start, err
 	}
-	v, err := cowstate.NamespacedValue(be, "count", statetable.Int64, statetable.Void, statetable.Int64, 0)
+	v, err := cowstate.Value[int64, int64](be, "count")
 	if err != nil {
 		return start, err
 	}
@@ -321,7 +320,7 @@ func (j *cowstateJob) open(every time.Duration) (checkpoint.Start[jobMeta], erro
 
 func (j *cowstateJob) load(keys []int64) error {
 	for _, k := range keys {
-		if err := j.v.Put(k, void, jobLoad); err != nil {
+		if err := j.v.Put(k, jobLoad); err != nil {
 			return err
 		}
 	}
@@ -376,7 +375,7 @@ func checkCowstate(b *testing.B, what string, v *countState, keys, want []int64)
 		b.Fatalf("%s: %d keys, want %d", what, v.Count(), len(keys))
 	}
 	for i, k := range keys {
-		n, err := v.Get(k, void)
+		n, err := v.Get(k)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -171,9 +171,7 @@ func TestOperator_AgainstModel(t *testing.T) {
 		for i, in := range inputs {
 			switch {
 			case in.advance && sessions != nil:
-				for _, r := range sessions.fire(in.ts) {
-					want = append(want, r)
-				}
+				want = append(want, sessions.fire(in.ts)...)
 			case in.advance:
 				want = append(want, fixed.fire(in.ts)...)
 			case sessions != nil:

@@ -11,7 +11,6 @@ import (
 	"os"
 
 	"github.com/cowstate/cowstate"
-	"github.com/cowstate/cowstate/statetable"
 )
 
 func main() {
@@ -20,16 +19,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	count, err := cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+	count, err := cowstate.Value[string, int64](b, "count")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if err := count.Put("user-1", statetable.VoidNamespace{}, 1); err != nil {
+	if err := count.Put("user-1", 1); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	n, err := count.Get("user-1", statetable.VoidNamespace{})
+	n, err := count.Get("user-1")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
