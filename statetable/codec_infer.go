@@ -41,67 +41,98 @@ func CodecFor[T any]() (Codec[T], error) {
 	if p, ok := any(zero).(CodecProvider[T]); ok {
 		return p.StateCodec(), nil
 	}
+	var c any
 	switch any(zero).(type) {
-	case VoidNamespace:
-		return any(Void).(Codec[T]), nil
-	case time.Time:
-		return any(TimeCodec).(Codec[T]), nil
+	case string:
+		c = String
+	case int64:
+		c = Int64
+	case uint64:
+		c = Uint64
+	case int:
+		c = Int
+	case int32:
+		c = Int32
+	case uint32:
+		c = Uint32
+	case bool:
+		c = Bool
+	case float64:
+		c = Float64
 	case []byte:
-		return any(Bytes).(Codec[T]), nil
+		c = Bytes
+	case time.Time:
+		c = TimeCodec
+	case VoidNamespace:
+		c = Void
+	}
+	if c != nil {
+		return c.(Codec[T]), nil
 	}
 	t := reflect.TypeFor[T]()
-	switch t.Kind() {
-	case reflect.String:
-		return relabel[T](String), nil
-	case reflect.Bool:
-		return relabel[T](Bool), nil
-	case reflect.Float64:
-		return relabel[T](Float64), nil
-	case reflect.Int:
-		return relabel[T](Int), nil
-	case reflect.Int8:
-		return relabel[T](Signed[int8]()), nil
-	case reflect.Int16:
-		return relabel[T](Signed[int16]()), nil
-	case reflect.Int32:
-		return relabel[T](Int32), nil
-	case reflect.Int64:
-		return relabel[T](Int64), nil
-	case reflect.Uint:
-		return relabel[T](Unsigned[uint]()), nil
-	case reflect.Uint8:
-		return relabel[T](Unsigned[uint8]()), nil
-	case reflect.Uint16:
-		return relabel[T](Unsigned[uint16]()), nil
-	case reflect.Uint32:
-		return relabel[T](Uint32), nil
-	case reflect.Uint64:
-		return relabel[T](Uint64), nil
+	if k := int(t.Kind()); k < len(kindCodecs) && kindCodecs[k] != nil {
+		return relabeled[T]{kindCodecs[k]}, nil
 	}
 	return nil, fmt.Errorf("%w %v: give its state a Codec (FuncCodec) or make the type a CodecProvider", ErrNoCodec, t)
 }
 
-// relabel returns c as a codec of T, a type of the same kind (and so the
-// same memory layout) as U: a named type of a basic type. It keeps c's ID
-// and its fixed-width fast path.
-func relabel[T, U any](c Codec[U]) Codec[T] {
-	if same, ok := any(c).(Codec[T]); ok {
-		return same
+// kindCodec is the codec of a basic kind working on a pointer to the
+// value: what CodecFor gives a named type of that kind (type UserID
+// string), and the integer types without a codec variable. It is not
+// generic, so a program compiles it once, not once per inferred type
+// (the compile target: a minimal program that infers two codecs).
+type kindCodec struct {
+	id     string
+	fixed  fixedInt
+	append func(dst []byte, v unsafe.Pointer) []byte
+	decode func(src []byte, v unsafe.Pointer) error
+}
+
+func kindOf[U any](c Codec[U]) *kindCodec {
+	return &kindCodec{
+		id:     c.ID(),
+		fixed:  fixedOf(c),
+		append: func(dst []byte, v unsafe.Pointer) []byte { return c.Append(dst, *(*U)(v)) },
+		decode: func(src []byte, v unsafe.Pointer) error {
+			u, err := c.Decode(src)
+			*(*U)(v) = u
+			return err
+		},
 	}
-	return relabeled[T, U]{c}
 }
 
-type relabeled[T, U any] struct{ c Codec[U] }
+// kindCodecs are the codecs of the basic kinds, by reflect.Kind.
+var kindCodecs = [...]*kindCodec{
+	reflect.String:  kindOf(String),
+	reflect.Bool:    kindOf(Bool),
+	reflect.Float64: kindOf(Float64),
+	reflect.Int:     kindOf(Int),
+	reflect.Int8:    kindOf(Signed[int8]()),
+	reflect.Int16:   kindOf(Signed[int16]()),
+	reflect.Int32:   kindOf(Int32),
+	reflect.Int64:   kindOf(Int64),
+	reflect.Uint:    kindOf(Unsigned[uint]()),
+	reflect.Uint8:   kindOf(Unsigned[uint8]()),
+	reflect.Uint16:  kindOf(Unsigned[uint16]()),
+	reflect.Uint32:  kindOf(Uint32),
+	reflect.Uint64:  kindOf(Uint64),
+}
 
-func (r relabeled[T, U]) ID() string { return r.c.ID() }
-func (r relabeled[T, U]) Append(dst []byte, v T) []byte {
-	return r.c.Append(dst, *(*U)(unsafe.Pointer(&v)))
+// relabeled is the codec of its kind for T, a type of that kind (and so
+// of its memory layout), under the kind codec's ID and with its
+// fixed-width fast path.
+type relabeled[T any] struct{ k *kindCodec }
+
+func (r relabeled[T]) ID() string { return r.k.id }
+func (r relabeled[T]) Append(dst []byte, v T) []byte {
+	return r.k.append(dst, unsafe.Pointer(&v))
 }
-func (r relabeled[T, U]) Decode(src []byte) (T, error) {
-	u, err := r.c.Decode(src)
-	return *(*T)(unsafe.Pointer(&u)), err
+func (r relabeled[T]) Decode(src []byte) (T, error) {
+	var v T
+	err := r.k.decode(src, unsafe.Pointer(&v))
+	return v, err
 }
-func (r relabeled[T, U]) fixedInt() fixedInt { return fixedOf(r.c) }
+func (r relabeled[T]) fixedInt() fixedInt { return r.k.fixed }
 
 // TimeCodec is the codec of time.Time: the instant as Unix nanoseconds,
 // 8 bytes big-endian with the sign bit flipped (byte order is time order),
