@@ -1,11 +1,21 @@
-// Package window holds Flink's building blocks for event-time windows on a
-// cowstate backend: TimeWindow and its Codec (for window namespaces),
-// tumbling, sliding and session assigners, the merging of session windows
-// (Sessions, through the states' MergeNamespaces) and the end-of-window
-// timer (RegisterEnd, DeleteEnd).
+// Package window holds event-time windows on a cowstate backend: a window
+// operator (Count, Reduce, Aggregate), and Flink's building blocks beneath
+// it: TimeWindow and its Codec (for window namespaces), tumbling, sliding
+// and session assigners, the merging of session windows (Sessions, through
+// the states' MergeNamespaces) and the end-of-window timer (RegisterEnd,
+// DeleteEnd).
 //
-// A windowed job keys its state by (key, window) and fires each window by
-// an event-time timer at its last timestamp:
+// The operator is the whole of a windowed aggregation:
+//
+//	views, err := window.Count[string](b, "views", window.Tumbling{Size: 60_000})
+//	late, err := views.Add(e.User, e.Time, 1) // per element; a late one is dropped
+//	_, err = views.AdvanceWatermark(wm, func(user string, w window.TimeWindow, n int64) error {
+//		... emit n for (user, w)
+//	})
+//
+// A job that needs more (a map per window, its own triggers) keys its state
+// by (key, window) and fires each window by an event-time timer at its
+// last timestamp:
 //
 //	pages, _ := cowstate.NamespacedMap(b, "pages", statetable.String, window.Codec, statetable.String, statetable.Int64)
 //	timers, _ := cowstate.Timers(b, "windows", statetable.String, window.Codec)
