@@ -50,6 +50,7 @@ type Loop[M any] struct {
 	records  int       // processed since the last checkpoint was taken
 	taken    time.Time // when the last checkpoint was taken (or the loop started)
 	failures int       // checkpoints failed in a row
+	stats    LoopStats // counts since the loop started
 	last     *Manifest // newest durable checkpoint: taken by the loop, or restored
 	fatal    error     // the store is fenced: every call returns it
 }
@@ -221,10 +222,15 @@ func (l *Loop[M]) settle() error {
 	if err == nil {
 		if err = l.store.Confirm(cp.ID()); err == nil {
 			l.failures, l.last = 0, cp.Manifest()
+			l.stats.Completed++
+			if segs := l.last.Segments; len(segs) > 0 {
+				l.stats.Bytes += segs[len(segs)-1].Size // its own: a full snapshot or its delta
+			}
 			return nil
 		}
 	}
 	l.failures++
+	l.stats.Failed++
 	err = fmt.Errorf("checkpoint %d failed (%d in a row): %w", cp.ID(), l.failures, err)
 	if errors.Is(err, ErrFenced) {
 		l.fatal = err
@@ -250,6 +256,7 @@ func (l *Loop[M]) take(ctx context.Context, meta M) (*Checkpoint, error) {
 		return nil, err
 	}
 	l.nextID++
+	l.stats.Taken++
 	l.inFlight, l.records, l.taken = cp, 0, l.now()
 	return cp, nil
 }
@@ -292,6 +299,38 @@ func (l *Loop[M]) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return l.settle()
+}
+
+// LoopStats counts what a Loop did since it started.
+type LoopStats struct {
+	Taken     int   // checkpoints started
+	Completed int   // checkpoints durable and confirmed
+	Failed    int   // checkpoints that failed
+	InFlight  bool  // a checkpoint is being written
+	Bytes     int64 // bytes of the completed checkpoints' own segments
+	// FailuresInARow is Failures(): checkpoints failed since the last
+	// that completed.
+	FailuresInARow int
+}
+
+// Stats returns what the loop did: a value read on the writer goroutine,
+// with no lock and no callback. A checkpoint that finished is counted when
+// the loop settles it (at the next Processed, Sync or Wait). O(1).
+func (l *Loop[M]) Stats() LoopStats {
+	s := l.stats
+	s.InFlight, s.FailuresInARow = l.inFlight != nil, l.failures
+	return s
+}
+
+// Wait waits for the checkpoint in flight, if any, and settles it: it
+// returns its failure (whatever TolerableFailures says), or ctx's error,
+// and takes no new checkpoint. For a graceful stop that keeps what is in
+// flight, Wait then Close. Writer goroutine only.
+func (l *Loop[M]) Wait(ctx context.Context) error {
+	if l.fatal != nil {
+		return l.fatal
+	}
+	return l.wait(ctx)
 }
 
 // Last returns the newest durable checkpoint of the loop: the last one it

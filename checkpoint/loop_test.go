@@ -164,6 +164,9 @@ func TestLoop_FailingStorage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if st := l.Stats(); st != (LoopStats{}) {
+				t.Fatalf("stats of a new loop: %+v", st)
+			}
 			failed, maxFailures := 0, 0
 			const total = 600
 			for i := range total {
@@ -189,6 +192,16 @@ func TestLoop_FailingStorage(t *testing.T) {
 			}
 			if tolerate == 0 && failed == 0 || tolerate > 0 && (failed > 0 || maxFailures == 0) {
 				t.Fatalf("%d failures returned, %d in a row counted", failed, maxFailures)
+			}
+			// Every checkpoint taken is counted as completed or failed once
+			// settled; a Sync settles them all.
+			st := l.Stats()
+			if st.InFlight || st.Taken != st.Completed+st.Failed || st.Completed == 0 || st.Failed < maxFailures ||
+				st.Bytes <= 0 || st.FailuresInARow != 0 || l.Last().ID != uint64(st.Taken) {
+				t.Fatalf("stats after Sync: %+v (%d in a row at most, last %d)", st, maxFailures, l.Last().ID)
+			}
+			if err := l.Wait(bg); err != nil {
+				t.Fatalf("Wait with nothing in flight: %v", err)
 			}
 			l.Close()
 			j2 := testjob.New(t, 16, nil)
@@ -383,4 +396,38 @@ func TestLoop_ResumeRefuses(t *testing.T) {
 	if _, _, err := Resume[offsets](bg, j2.B, st, LoopOptions{}); !errors.Is(err, ErrCorrupt) || !empty(j2) {
 		t.Fatalf("all damaged: %v", err)
 	}
+}
+
+// Wait settles the checkpoint in flight without taking another: a
+// graceful stop keeps it.
+func TestLoop_WaitSettlesInFlight(t *testing.T) {
+	j := testjob.New(t, 16, nil)
+	st := Memory()
+	l, _, err := Resume[offsets](bg, j.B, st, LoopOptions{Records: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, j, 0)
+	if err := l.Processed(bg, 1, offsets{1}); err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Stats(); s.Taken != 1 || !s.InFlight || s.Completed != 0 {
+		t.Fatalf("after the first record: %+v, want one checkpoint in flight", s)
+	}
+	if err := l.Wait(bg); err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Stats(); s.Taken != 1 || s.InFlight || s.Completed != 1 || s.Bytes <= 0 {
+		t.Fatalf("after Wait: %+v, want it completed and no other taken", s)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j2 := testjob.New(t, 16, nil)
+	l2, start, err := Resume[offsets](bg, j2.B, st, LoopOptions{})
+	if err != nil || !start.Restored || start.Meta.Next != 1 {
+		t.Fatalf("resume after Wait and Close: %+v, %v", start, err)
+	}
+	check(t, "resume", j2, 1)
+	l2.Close()
 }
