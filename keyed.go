@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"slices"
 
 	"github.com/cowstate/cowstate/statetable"
 )
@@ -87,16 +88,13 @@ type stateOptions struct {
 func parseOptions(kind, name string, opts []StateOption, allowed ...string) (stateOptions, error) {
 	o := stateOptions{name: name}
 	for _, opt := range opts {
-		ok := false
-		for _, a := range allowed {
-			ok = ok || a == opt.what
-		}
+		_, dup := o.set[opt.what]
 		switch {
 		case opt.what == "":
 			return o, fmt.Errorf("%w: state %q: a zero StateOption", ErrConfig, name)
-		case !ok:
+		case !slices.Contains(allowed, opt.what):
 			return o, fmt.Errorf("%w: state %q: a %s state has no %s", ErrConfig, name, kind, opt.what)
-		case o.set[opt.what] != nil:
+		case dup:
 			return o, fmt.Errorf("%w: state %q: %s given twice", ErrConfig, name, opt.what)
 		}
 		if o.set == nil {

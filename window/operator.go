@@ -144,10 +144,14 @@ func (o *Operator[K, IN, OUT]) AdvanceWatermark(wm int64, emit func(key K, w Tim
 	fire := func(key K, w TimeWindow, _ int64) error {
 		stateW := w
 		if o.sessions != nil {
-			var ok bool
-			if stateW, ok, err = o.sessions.StateWindow(key, w); err != nil || !ok {
-				return err // a session merged away has no state of its own
+			sw, ok, err := o.sessions.StateWindow(key, w)
+			if err != nil {
+				return err
 			}
+			if !ok { // merging deletes the timers of the windows it replaces
+				return fmt.Errorf("window operator: the timer of session %v of key %v fired, and the session is not open", w, key)
+			}
+			stateW = sw
 		}
 		out, ok, err := o.state.Get(key, stateW)
 		if err != nil || !ok {
