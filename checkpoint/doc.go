@@ -26,6 +26,13 @@
 //		}
 //	}
 //
+// State restored so is exactly once; output is exactly once when it goes
+// through a Sink given as LoopOptions.Sink: the records written before a
+// checkpoint are prepared under it and committed once it is durable, and
+// Resume commits or drops what a crashed owner left. FileSink is one for
+// files (Example_fileSink); a Sink for another system needs transactions
+// that can be prepared durably and committed idempotently (see Sink).
+//
 // # Objects and the commit protocol
 //
 // A store is a flat namespace of objects, each written once and never

@@ -1,6 +1,9 @@
 package checkpoint
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The store's errors, matched with errors.Is. Every error a Store, Restore,
 // Verify or Inspect returns matches exactly one of them (or is ctx's error),
@@ -24,6 +27,9 @@ import "errors"
 //	                   is not pending, a restore into a backend that holds
 //	                   state
 //	ErrStorage         the storage failed an operation (I/O, permissions)
+//	ErrSink            a Loop's Sink failed to recover, prepare or commit
+//	                   the job's output (the message says which and for
+//	                   which checkpoint)
 var (
 	ErrNoCheckpoint   = errors.New("checkpoint: no such checkpoint")
 	ErrCorrupt        = errors.New("checkpoint: damaged")
@@ -32,7 +38,21 @@ var (
 	ErrTooManyPending = errors.New("checkpoint: too many pending checkpoints")
 	ErrInvalid        = errors.New("checkpoint: invalid call")
 	ErrStorage        = errors.New("checkpoint: storage failed")
+	ErrSink           = errors.New("checkpoint: output sink failed")
 )
+
+// sinkError wraps a Sink's failure as an ErrSink, unless it already
+// matches one of the store's errors (a sink that found another owner says
+// ErrFenced, one that found the output ahead of the checkpoint ErrMismatch).
+func sinkError(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	for _, class := range []error{ErrNoCheckpoint, ErrCorrupt, ErrMismatch, ErrFenced, ErrTooManyPending, ErrInvalid, ErrStorage, ErrSink} {
+		if errors.Is(err, class) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrSink, err)
+}
 
 // ErrWriteConflict is what a Storage's Commit wraps when the service
 // refused a create-only write because another write of the same name was

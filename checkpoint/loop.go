@@ -27,6 +27,10 @@ type LoopOptions struct {
 	TolerableFailures int
 	// Now is the clock of Interval; nil means time.Now.
 	Now func() time.Time
+	// Sink, if set, is the job's output, committed exactly once by two
+	// phases on the loop's checkpoints (see Sink): Resume recovers it,
+	// each checkpoint prepares it, each durable checkpoint commits it.
+	Sink Sink
 }
 
 // Loop is the checkpointing of a job on its writer goroutine: it takes a
@@ -114,7 +118,19 @@ func Resume[M any](ctx context.Context, b *cowstate.Backend, st Storage, opts Lo
 	}
 	s.mu.Lock()
 	l.nextID = s.lastID + 1
+	epoch := s.current.Epoch
 	s.mu.Unlock()
+	if opts.Sink != nil {
+		var at Recovery
+		if start.Restored {
+			at.Checkpoint = start.Manifest.ID
+		}
+		at.Epoch = epoch
+		if err := opts.Sink.Recover(ctx, at); err != nil {
+			s.Close()
+			return nil, Start[M]{}, sinkError("recovering the sink at checkpoint %d: %w", at.Checkpoint, err)
+		}
+	}
 	l.taken = l.now()
 	return l, start, nil
 }
@@ -194,7 +210,7 @@ func (l *Loop[M]) Processed(ctx context.Context, records int, meta M) error {
 	if l.inFlight != nil {
 		select {
 		case <-l.inFlight.Done():
-			if err := l.settle(); err != nil && (l.fatal != nil || l.failures > l.opts.TolerableFailures) {
+			if err := l.settle(ctx); err != nil && (l.fatal != nil || l.failures > l.opts.TolerableFailures || errors.Is(err, ErrSink)) {
 				return err
 			}
 		default:
@@ -213,9 +229,10 @@ func (l *Loop[M]) due() bool {
 		l.opts.Interval > 0 && l.now().Sub(l.taken) >= l.opts.Interval
 }
 
-// settle confirms the finished checkpoint in flight, or counts its
-// failure and returns it.
-func (l *Loop[M]) settle() error {
+// settle confirms the finished checkpoint in flight and commits the sink
+// up to it, or counts its failure and returns it. A commit that fails
+// returns an ErrSink; the checkpoint stays durable and confirmed.
+func (l *Loop[M]) settle(ctx context.Context) error {
 	cp := l.inFlight
 	l.inFlight = nil
 	err := cp.Wait()
@@ -225,6 +242,13 @@ func (l *Loop[M]) settle() error {
 			l.stats.Completed++
 			if segs := l.last.Segments; len(segs) > 0 {
 				l.stats.Bytes += segs[len(segs)-1].Size // its own: a full snapshot or its delta
+			}
+			if l.opts.Sink == nil {
+				return nil
+			}
+			crashPoint("loop.durable")
+			if err := l.opts.Sink.Commit(ctx, cp.ID()); err != nil {
+				return sinkError("checkpoint %d is durable, its output not committed (the next checkpoint commits it): %w", cp.ID(), err)
 			}
 			return nil
 		}
@@ -248,10 +272,22 @@ func (l *Loop[M]) take(ctx context.Context, meta M) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: loop metadata: %w", ErrInvalid, err)
 	}
+	if l.opts.Sink != nil {
+		if err := l.opts.Sink.Prepare(ctx, l.nextID); err != nil {
+			l.failures++
+			l.stats.Failed++
+			l.nextID++ // what the failed prepare left under the id is the sink's to drop
+			return nil, sinkError("checkpoint %d not taken: preparing its output: %w", l.nextID-1, err)
+		}
+		crashPoint("loop.prepared")
+	}
 	cp, err := l.store.CheckpointWith(ctx, l.nextID, um)
 	if err != nil {
 		if errors.Is(err, ErrFenced) {
 			l.fatal = err
+		}
+		if l.opts.Sink != nil {
+			l.nextID++ // the id names a prepared transaction: the next checkpoint's commit commits it
 		}
 		return nil, err
 	}
@@ -298,7 +334,7 @@ func (l *Loop[M]) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return l.settle()
+	return l.settle(ctx)
 }
 
 // LoopStats counts what a Loop did since it started.
