@@ -34,7 +34,7 @@ func TestBackend_ConcurrentWrites(t *testing.T) {
 		}
 		v, _ := NamespacedValue(b, "v", statetable.Int64, statetable.Void, statetable.Int64, 0)
 		l, _ := NamespacedList(b, "l", statetable.Int64, statetable.Void, statetable.Int64)
-		tm, _ := Timers(b, "t", statetable.Int64, statetable.Void)
+		tm, _ := NamespacedTimers(b, "t", statetable.Int64, statetable.Void)
 		ns := statetable.VoidNamespace{}
 		put := func(i int64) { v.Put(i%5000, ns, i) }
 		add := func(i int64) {

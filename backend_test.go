@@ -43,7 +43,7 @@ func TestBackend_SlowCheckpointScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	timers, err := Timers(b, "t", statetable.String, statetable.Void)
+	timers, err := NamespacedTimers(b, "t", statetable.String, statetable.Void)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestBackend_SlowCheckpointScenario(t *testing.T) {
 
 func TestBackend_TimerOrderAndOnce(t *testing.T) {
 	b := newBackend(t)
-	timers, _ := Timers(b, "t", statetable.String, statetable.String)
+	timers, _ := NamespacedTimers(b, "t", statetable.String, statetable.String)
 	for _, k := range []string{"b", "a", "c"} {
 		for _, w := range []string{"w2", "w1"} {
 			timers.RegisterEventTime(k, w, 10)
@@ -108,7 +108,7 @@ func TestBackend_TimerOrderAndOnce(t *testing.T) {
 
 func TestBackend_FireErrorLosesNothing(t *testing.T) {
 	b := newBackend(t)
-	timers, _ := Timers(b, "t", statetable.String, statetable.Void)
+	timers, _ := NamespacedTimers(b, "t", statetable.String, statetable.Void)
 	for ts := int64(1); ts <= 4; ts++ {
 		timers.RegisterEventTime("k", ns0, ts)
 	}
@@ -138,7 +138,7 @@ func TestBackend_KeyGroupsOwned(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := NamespacedValue(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
-	timers, _ := Timers(b, "t", statetable.String, statetable.Void)
+	timers, _ := NamespacedTimers(b, "t", statetable.String, statetable.Void)
 	refused := 0
 	for i := range 50 {
 		k := fmt.Sprint("key", i)
@@ -192,7 +192,7 @@ func (m backendModel) sortedTimers() []timerKey {
 type backendMachine struct {
 	b      *Backend
 	v      *statetable.ValueState[string, void, int64]
-	timers *TimerService[string, void]
+	timers *NamespacedTimerService[string, void]
 	m      backendModel
 	live   []frozenBackend
 }
@@ -237,7 +237,7 @@ func TestBackend_StateMachine(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		b, _ := New(Config{MaxParallelism: 16})
 		v, _ := NamespacedValue(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
-		timers, _ := Timers(b, "t", statetable.String, statetable.Void)
+		timers, _ := NamespacedTimers(b, "t", statetable.String, statetable.Void)
 		bm := &backendMachine{b: b, v: v, timers: timers, m: backendModel{map[string]int64{}, map[timerKey]bool{}}}
 		key := rapid.SampledFrom([]string{"a", "b", "c", "d"})
 		ts := rapid.Int64Range(0, 30)
@@ -333,7 +333,7 @@ func TestBackend_StateMachine(t *testing.T) {
 func TestBackend_ConcurrentSnapshotReaders(t *testing.T) {
 	b := newBackend(t)
 	v, _ := NamespacedValue(b, "v", statetable.String, statetable.Void, statetable.Int64, 0)
-	timers, _ := Timers(b, "t", statetable.String, statetable.Void)
+	timers, _ := NamespacedTimers(b, "t", statetable.String, statetable.Void)
 	values := map[string]int64{}
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
@@ -382,13 +382,13 @@ func TestBackend_ConcurrentSnapshotReaders(t *testing.T) {
 func TestBackend_ForeignSnapshot(t *testing.T) {
 	a, b := newBackend(t), newBackend(t)
 	var counts [2]*statetable.ValueState[string, void, int64]
-	var timers [2]*TimerService[string, void]
+	var timers [2]*NamespacedTimerService[string, void]
 	for i, be := range []*Backend{a, b} {
 		var err error
 		if counts[i], err = NamespacedValue(be, "count", statetable.String, statetable.Void, statetable.Int64, 0); err != nil {
 			t.Fatal(err)
 		}
-		if timers[i], err = Timers(be, "t", statetable.String, statetable.Void); err != nil {
+		if timers[i], err = NamespacedTimers(be, "t", statetable.String, statetable.Void); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,7 +20,8 @@
 // A job imports this package, package checkpoint for its checkpoint loop
 // and package window for windows (window.Count, Reduce, Aggregate). The
 // Namespaced... constructors register states per key and namespace with
-// explicit codecs; Timers registers a timer service.
+// explicit codecs; Timers registers a timer service per key, and
+// NamespacedTimers one per key and namespace.
 //
 // # Caveats
 //

@@ -18,7 +18,7 @@ func Example() {
 	b, _ := cowstate.New(cowstate.Config{MaxParallelism: 128})
 	void := statetable.VoidNamespace{}
 	count, _ := cowstate.Value[string, int64](b, "count")
-	timers, _ := cowstate.Timers(b, "flush", statetable.String, statetable.Void)
+	timers, _ := cowstate.NamespacedTimers(b, "flush", statetable.String, statetable.Void)
 
 	for _, user := range []string{"ann", "bob", "ann"} {
 		count.Update(user, func(n int64) int64 { return n + 1 })

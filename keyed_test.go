@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -328,5 +329,73 @@ func TestValue_KeyGroupNotOwned(t *testing.T) {
 	}
 	if !errors.Is(err, cowstate.ErrKeyGroupNotOwned) {
 		t.Errorf("writes outside key group 0: %v, want ErrKeyGroupNotOwned", err)
+	}
+}
+
+// A timer service keyed by string needs no codec and no namespace: timers
+// fire by timestamp then key, once each however often they were
+// registered, a snapshot keeps those it saw, and it is the namespaced
+// service over VoidNamespace registered under the name.
+func TestTimers_NoNamespace(t *testing.T) {
+	b := newBackend(t, cowstate.Config{})
+	timers := must(cowstate.Timers[string](b, "timeouts"))(t)
+	for _, tm := range []struct {
+		key string
+		ts  int64
+	}{{"bob", 20}, {"ann", 20}, {"ann", 10}, {"ann", 20}, {"cat", 30}} {
+		if _, err := timers.RegisterEventTime(tm.key, tm.ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := timers.RegisterProcessingTime("ann", 5); err != nil {
+		t.Fatal(err)
+	}
+	if ok := must(timers.DeleteEventTime("cat", 30))(t); !ok {
+		t.Error("DeleteEventTime(cat, 30) found no timer")
+	}
+	snap := b.Snapshot()
+	defer snap.Release()
+	var fired []string
+	n, err := timers.AdvanceWatermark(25, func(key string, ts int64) error {
+		fired = append(fired, key+"@"+strconv.FormatInt(ts, 10))
+		return nil
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("AdvanceWatermark(25) fired %d, %v; want 3", n, err)
+	}
+	if want := []string{"ann@10", "ann@20", "bob@20"}; !slices.Equal(fired, want) {
+		t.Errorf("fired %v, want %v", fired, want)
+	}
+	if wm := timers.CurrentWatermark(); wm != 25 {
+		t.Errorf("CurrentWatermark = %d, want 25", wm)
+	}
+	if _, err := timers.AdvanceWatermark(10, func(string, int64) error { return nil }); err != nil || timers.CurrentWatermark() != 25 {
+		t.Errorf("a lower watermark: %v, CurrentWatermark %d; want no error and 25 kept", err, timers.CurrentWatermark())
+	}
+	var atSnap int
+	for tm, err := range timers.EventTimersAt(snap) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		atSnap++
+		_ = tm.Key
+	}
+	if atSnap != 3 {
+		t.Errorf("the snapshot holds %d event-time timers, want the 3 registered before it", atSnap)
+	}
+	if ts, ok := timers.NextProcessingTime(); !ok || ts != 5 {
+		t.Errorf("NextProcessingTime = %d, %v; want 5", ts, ok)
+	}
+	if timers.Namespaced() != must(cowstate.NamespacedTimers(b, "timeouts", statetable.String, statetable.Void))(t) {
+		t.Error("Namespaced() is not the service NamespacedTimers registers under the name")
+	}
+	if _, err := cowstate.Timers[int64](b, "timeouts"); !errors.Is(err, cowstate.ErrTimerService) {
+		t.Errorf("registering timeouts again keyed by int64: %v, want ErrTimerService", err)
+	}
+	if _, err := cowstate.Timers[string](b, "other", cowstate.WithDefault[int64](1)); !errors.Is(err, cowstate.ErrConfig) {
+		t.Errorf("a default for a timer service: %v, want ErrConfig", err)
+	}
+	if _, err := cowstate.Timers[point](b, "points"); !errors.Is(err, cowstate.ErrConfig) {
+		t.Errorf("a key type with no inferred codec: %v, want ErrConfig", err)
 	}
 }

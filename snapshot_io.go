@@ -177,25 +177,33 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 	if m.MaxParallelism != b.MaxParallelism() {
 		return fmt.Errorf("%w: file has max parallelism %d, backend %d", snapshot.ErrMismatch, m.MaxParallelism, b.MaxParallelism())
 	}
+	// Every state and timer service that does not fit is named, not only
+	// the first: a job that forgot several registrations learns of all.
+	var errs []error
 	for _, s := range m.States {
 		have, err := b.table.State(s.Name)
-		if err != nil {
-			return fmt.Errorf("%w: %v: register it before restoring (%w)", snapshot.ErrMismatch, s, err)
-		}
-		if have.Kind != s.Kind || fmt.Sprint(have.Codec) != fmt.Sprint(s.Codec) {
-			return fmt.Errorf("%w: %w: file has %v, backend has %v", snapshot.ErrMismatch, statetable.ErrStateMismatch, s, have)
-		}
-		if s.TTL && !have.TTL { // entries without TTL restore into a state with one, not the reverse
-			return fmt.Errorf("%w: %w: file has %v, backend has it without TTL: register it with one", snapshot.ErrMismatch, statetable.ErrStateMismatch, s)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%w: %v: register it before restoring (%w)", snapshot.ErrMismatch, s, err))
+		case have.Kind != s.Kind || fmt.Sprint(have.Codec) != fmt.Sprint(s.Codec):
+			errs = append(errs, fmt.Errorf("%w: %w: file has %v, backend has %v", snapshot.ErrMismatch, statetable.ErrStateMismatch, s, have))
+		case s.TTL && !have.TTL: // entries without TTL restore into a state with one, not the reverse
+			errs = append(errs, fmt.Errorf("%w: %w: file has %v, backend has it without TTL: register it with one", snapshot.ErrMismatch, statetable.ErrStateMismatch, s))
 		}
 	}
 	for _, t := range m.Timers {
 		svc, ok := b.services[t.Name]
 		if !ok || svc.codecs() != t.Codecs {
-			return fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs", snapshot.ErrMismatch, t.Name, t.Codecs)
+			errs = append(errs, fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs", snapshot.ErrMismatch, t.Name, t.Codecs))
 		}
 	}
-	return nil
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return fmt.Errorf("%d of the file's states and timer services do not fit the backend:\n%w", len(errs), errors.Join(errs...))
 }
 
 // sink adapts a Backend to snapshot.Sink, for a file whose states with a

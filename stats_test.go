@@ -16,7 +16,7 @@ func TestBackend_Stats(t *testing.T) {
 	if _, err := NamespacedList(b, "events", statetable.String, statetable.Void, statetable.String); err != nil {
 		t.Fatal(err)
 	}
-	timers, err := Timers(b, "windows", statetable.String, statetable.Void)
+	timers, err := NamespacedTimers(b, "windows", statetable.String, statetable.Void)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,12 @@ import (
 	"github.com/cowstate/cowstate/timerqueue"
 )
 
-// TimerService holds the event-time and processing-time timers of one named
+// NamespacedTimerService holds the event-time and processing-time timers of one named
 // service, with keys K and namespaces N (windows). A timer is (timestamp,
 // key, namespace); registering one twice keeps one. Timers fire in a
 // defined order: by timestamp, then key bytes, then namespace bytes.
 // Writer goroutine only, like the Backend.
-type TimerService[K, N any] struct {
+type NamespacedTimerService[K, N any] struct {
 	b                 *Backend
 	name              string
 	kc                statetable.Codec[K]
@@ -23,18 +23,18 @@ type TimerService[K, N any] struct {
 	buf               []byte
 }
 
-// Timers registers a timer service (or returns the one registered under the
+// NamespacedTimers registers a timer service (or returns the one registered under the
 // name, if its codecs match). Writer goroutine only.
-func Timers[K, N any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N]) (*TimerService[K, N], error) {
+func NamespacedTimers[K, N any](b *Backend, name string, kc statetable.Codec[K], nc statetable.Codec[N]) (*NamespacedTimerService[K, N], error) {
 	codecs := [2]string{kc.ID(), nc.ID()}
 	if old, ok := b.services[name]; ok {
-		s, same := old.(*TimerService[K, N])
+		s, same := old.(*NamespacedTimerService[K, N])
 		if !same || old.codecs() != codecs {
 			return nil, fmt.Errorf("%w: %q has codecs %v, not %v", ErrTimerService, name, old.codecs(), codecs)
 		}
 		return s, nil
 	}
-	s := &TimerService[K, N]{b: b, name: name, kc: kc, nc: nc,
+	s := &NamespacedTimerService[K, N]{b: b, name: name, kc: kc, nc: nc,
 		event: timerqueue.New(b.owner), processing: timerqueue.New(b.owner), watermark: minTimestamp}
 	b.services[name] = s
 	b.names = append(b.names, name)
@@ -43,14 +43,14 @@ func Timers[K, N any](b *Backend, name string, kc statetable.Codec[K], nc statet
 
 const minTimestamp = -1 << 63
 
-func (s *TimerService[K, N]) codecs() [2]string { return [2]string{s.kc.ID(), s.nc.ID()} }
-func (s *TimerService[K, N]) queues() (*timerqueue.Queue, *timerqueue.Queue) {
+func (s *NamespacedTimerService[K, N]) codecs() [2]string { return [2]string{s.kc.ID(), s.nc.ID()} }
+func (s *NamespacedTimerService[K, N]) queues() (*timerqueue.Queue, *timerqueue.Queue) {
 	return s.event, s.processing
 }
 
 // timer encodes (key, ns, ts) and returns it with its key group, or an error
 // if the backend does not own the key's key group.
-func (s *TimerService[K, N]) timer(key K, ns N, ts int64) (timerqueue.Timer, int, error) {
+func (s *NamespacedTimerService[K, N]) timer(key K, ns N, ts int64) (timerqueue.Timer, int, error) {
 	s.buf = s.kc.Append(s.buf[:0], key)
 	g := statetable.KeyGroupOfKey(s.buf, s.b.MaxParallelism())
 	if !s.b.KeyGroups().Contains(g) {
@@ -64,7 +64,7 @@ func (s *TimerService[K, N]) timer(key K, ns N, ts int64) (timerqueue.Timer, int
 
 // RegisterEventTime registers an event-time timer; it fires when the
 // watermark reaches ts. It reports whether it was new. O(log n).
-func (s *TimerService[K, N]) RegisterEventTime(key K, ns N, ts int64) (bool, error) {
+func (s *NamespacedTimerService[K, N]) RegisterEventTime(key K, ns N, ts int64) (bool, error) {
 	t, g, err := s.timer(key, ns, ts)
 	if err != nil {
 		return false, err
@@ -74,7 +74,7 @@ func (s *TimerService[K, N]) RegisterEventTime(key K, ns N, ts int64) (bool, err
 
 // DeleteEventTime deletes an event-time timer and reports whether it was
 // there (deleting an absent timer is a no-op).
-func (s *TimerService[K, N]) DeleteEventTime(key K, ns N, ts int64) (bool, error) {
+func (s *NamespacedTimerService[K, N]) DeleteEventTime(key K, ns N, ts int64) (bool, error) {
 	t, _, err := s.timer(key, ns, ts)
 	if err != nil {
 		return false, err
@@ -84,7 +84,7 @@ func (s *TimerService[K, N]) DeleteEventTime(key K, ns N, ts int64) (bool, error
 
 // RegisterProcessingTime registers a processing-time timer; it fires when
 // AdvanceProcessingTime runs at or after ts.
-func (s *TimerService[K, N]) RegisterProcessingTime(key K, ns N, ts int64) (bool, error) {
+func (s *NamespacedTimerService[K, N]) RegisterProcessingTime(key K, ns N, ts int64) (bool, error) {
 	t, g, err := s.timer(key, ns, ts)
 	if err != nil {
 		return false, err
@@ -94,7 +94,7 @@ func (s *TimerService[K, N]) RegisterProcessingTime(key K, ns N, ts int64) (bool
 
 // DeleteProcessingTime deletes a processing-time timer and reports whether
 // it was there.
-func (s *TimerService[K, N]) DeleteProcessingTime(key K, ns N, ts int64) (bool, error) {
+func (s *NamespacedTimerService[K, N]) DeleteProcessingTime(key K, ns N, ts int64) (bool, error) {
 	t, _, err := s.timer(key, ns, ts)
 	if err != nil {
 		return false, err
@@ -104,15 +104,17 @@ func (s *TimerService[K, N]) DeleteProcessingTime(key K, ns N, ts int64) (bool, 
 
 // CurrentWatermark returns the highest watermark AdvanceWatermark was given
 // (the smallest int64 before the first).
-func (s *TimerService[K, N]) CurrentWatermark() int64 { return s.watermark }
+func (s *NamespacedTimerService[K, N]) CurrentWatermark() int64 { return s.watermark }
 
 // AdvanceWatermark fires every event-time timer with timestamp <= wm, in
 // order, including timers that the callback itself registers with a
 // timestamp <= wm; a timer the callback deletes does not fire. Each timer is
 // removed before its callback runs, and the callback may read and write any
 // state. If fire returns an error, the timers not yet handed to it (and the
-// one that failed) stay registered, and the error is returned.
-func (s *TimerService[K, N]) AdvanceWatermark(wm int64, fire func(key K, ns N, ts int64) error) (fired int, err error) {
+// one that failed) stay registered, and the error is returned. A watermark
+// below the current one does not lower CurrentWatermark (watermarks only go
+// up, as in Flink); it fires the timers at or below it.
+func (s *NamespacedTimerService[K, N]) AdvanceWatermark(wm int64, fire func(key K, ns N, ts int64) error) (fired int, err error) {
 	s.watermark = max(s.watermark, wm)
 	return s.advance(s.event, wm, fire)
 }
@@ -121,7 +123,7 @@ func (s *TimerService[K, N]) AdvanceWatermark(wm int64, fire func(key K, ns N, t
 // current time, like AdvanceWatermark, then runs the incremental cleanup of
 // TTL states with the budget Config.TTLCleanupPerAdvance (see
 // Backend.CleanupExpired).
-func (s *TimerService[K, N]) AdvanceProcessingTime(fire func(key K, ns N, ts int64) error) (fired int, err error) {
+func (s *NamespacedTimerService[K, N]) AdvanceProcessingTime(fire func(key K, ns N, ts int64) error) (fired int, err error) {
 	fired, err = s.advance(s.processing, s.b.ProcessingTime(), fire)
 	if err == nil {
 		s.b.table.CleanupExpired(s.b.table.TTLCleanupPerAdvance())
@@ -131,18 +133,18 @@ func (s *TimerService[K, N]) AdvanceProcessingTime(fire func(key K, ns N, ts int
 
 // NextProcessingTime returns the instant the earliest processing-time timer
 // is due: the one physical timer a runtime needs to set.
-func (s *TimerService[K, N]) NextProcessingTime() (int64, bool) {
+func (s *NamespacedTimerService[K, N]) NextProcessingTime() (int64, bool) {
 	t, ok := s.processing.Next()
 	return t.Timestamp, ok
 }
 
 // NextEventTime returns the timestamp of the earliest event-time timer.
-func (s *TimerService[K, N]) NextEventTime() (int64, bool) {
+func (s *NamespacedTimerService[K, N]) NextEventTime() (int64, bool) {
 	t, ok := s.event.Next()
 	return t.Timestamp, ok
 }
 
-func (s *TimerService[K, N]) advance(q *timerqueue.Queue, upTo int64, fire func(K, N, int64) error) (int, error) {
+func (s *NamespacedTimerService[K, N]) advance(q *timerqueue.Queue, upTo int64, fire func(K, N, int64) error) (int, error) {
 	var firstErr error
 	var unfired []timerqueue.Timer
 	var unfiredGroups []int
@@ -178,12 +180,12 @@ func (s *TimerService[K, N]) advance(q *timerqueue.Queue, upTo int64, fire func(
 // EventTimersAt yields the event-time timers of a snapshot in firing order;
 // any goroutine while the snapshot is live. A snapshot of another backend
 // (or nil) yields one error matching ErrForeignSnapshot.
-func (s *TimerService[K, N]) EventTimersAt(snap *Snapshot) iter.Seq2[Timer[K, N], error] {
+func (s *NamespacedTimerService[K, N]) EventTimersAt(snap *Snapshot) iter.Seq2[Timer[K, N], error] {
 	return s.timersAt(snap, true)
 }
 
 // ProcessingTimersAt yields the processing-time timers of a snapshot.
-func (s *TimerService[K, N]) ProcessingTimersAt(snap *Snapshot) iter.Seq2[Timer[K, N], error] {
+func (s *NamespacedTimerService[K, N]) ProcessingTimersAt(snap *Snapshot) iter.Seq2[Timer[K, N], error] {
 	return s.timersAt(snap, false)
 }
 
@@ -194,7 +196,7 @@ type Timer[K, N any] struct {
 	Namespace N
 }
 
-func (s *TimerService[K, N]) timersAt(snap *Snapshot, event bool) iter.Seq2[Timer[K, N], error] {
+func (s *NamespacedTimerService[K, N]) timersAt(snap *Snapshot, event bool) iter.Seq2[Timer[K, N], error] {
 	return func(yield func(Timer[K, N], error) bool) {
 		if snap == nil || snap.capture.Owner() != s.b.owner {
 			yield(Timer[K, N]{}, fmt.Errorf("%w: timer service %q read at a snapshot of another backend, or nil", ErrForeignSnapshot, s.name))
@@ -214,18 +216,18 @@ func (s *TimerService[K, N]) timersAt(snap *Snapshot, event bool) iter.Seq2[Time
 
 // EventTimers yields the live event-time timers in firing order. Do not
 // register or delete timers during the iteration.
-func (s *TimerService[K, N]) EventTimers() iter.Seq2[Timer[K, N], error] {
+func (s *NamespacedTimerService[K, N]) EventTimers() iter.Seq2[Timer[K, N], error] {
 	return func(yield func(Timer[K, N], error) bool) { s.decodeAll(s.event.All(), yield) }
 }
 
 // ProcessingTimers yields the live processing-time timers in firing order.
-func (s *TimerService[K, N]) ProcessingTimers() iter.Seq2[Timer[K, N], error] {
+func (s *NamespacedTimerService[K, N]) ProcessingTimers() iter.Seq2[Timer[K, N], error] {
 	return func(yield func(Timer[K, N], error) bool) { s.decodeAll(s.processing.All(), yield) }
 }
 
 // decodeAll decodes the timers of seq; a decode error is yielded and ends
 // the iteration.
-func (s *TimerService[K, N]) decodeAll(seq iter.Seq2[timerqueue.Timer, int], yield func(Timer[K, N], error) bool) {
+func (s *NamespacedTimerService[K, N]) decodeAll(seq iter.Seq2[timerqueue.Timer, int], yield func(Timer[K, N], error) bool) {
 	for t := range seq {
 		k, err := s.kc.Decode([]byte(t.Key))
 		var n N

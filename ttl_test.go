@@ -24,7 +24,7 @@ func TestTTL_Backend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	timers, err := cowstate.Timers(b, "t", statetable.Int64, statetable.Void)
+	timers, err := cowstate.NamespacedTimers(b, "t", statetable.Int64, statetable.Void)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,4 +47,4 @@ func (b *Backend) RestoreWatermarks(wms map[string]int64) error {
 	return nil
 }
 
-func (s *TimerService[K, N]) restoreWatermark(wm int64) { s.watermark = max(s.watermark, wm) }
+func (s *NamespacedTimerService[K, N]) restoreWatermark(wm int64) { s.watermark = max(s.watermark, wm) }

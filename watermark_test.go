@@ -17,8 +17,8 @@ func TestBackend_RestoreWatermarks(t *testing.T) {
 		return nil
 	}
 	b, _ := cowstate.New(cowstate.Config{})
-	a, _ := cowstate.Timers(b, "a", statetable.String, statetable.Void)
-	cowstate.Timers(b, "b", statetable.String, statetable.Void)
+	a, _ := cowstate.NamespacedTimers(b, "a", statetable.String, statetable.Void)
+	cowstate.NamespacedTimers(b, "b", statetable.String, statetable.Void)
 	a.AdvanceWatermark(100, noFire)
 	wms := b.Watermarks()
 	if want := map[string]int64{"a": 100, "b": math.MinInt64}; !maps.Equal(wms, want) {
@@ -26,8 +26,8 @@ func TestBackend_RestoreWatermarks(t *testing.T) {
 	}
 
 	b2, _ := cowstate.New(cowstate.Config{})
-	a2, _ := cowstate.Timers(b2, "a", statetable.String, statetable.Void)
-	cowstate.Timers(b2, "b", statetable.String, statetable.Void)
+	a2, _ := cowstate.NamespacedTimers(b2, "a", statetable.String, statetable.Void)
+	cowstate.NamespacedTimers(b2, "b", statetable.String, statetable.Void)
 	a2.RegisterEventTime("k", void, 50) // due at the restored watermark: fires only at the next advance
 	if err := b2.RestoreWatermarks(map[string]int64{"a": 100, "c": 7}); !errors.Is(err, cowstate.ErrUnknownTimerService) {
 		t.Fatalf("unknown service: %v", err)

@@ -144,7 +144,7 @@ func TestErrors(t *testing.T) {
 				cowstate.NamespacedList(b, "list", statetable.String, statetable.String, statetable.Int64)
 				cowstate.NamespacedMap(b, "map", statetable.String, statetable.String, statetable.String, statetable.Int64)
 				cowstate.NamespacedReducing(b, "reduce", statetable.String, statetable.String, statetable.Int64, func(a, b int64) int64 { return a + b })
-				cowstate.Timers(b, "timers", statetable.String, statetable.String)
+				cowstate.NamespacedTimers(b, "timers", statetable.String, statetable.String)
 			})
 		}, ErrMismatch, statetable.ErrStateMismatch, "value"},
 		{"state of another kind, only in a delta", func(t *testing.T) result {
@@ -166,13 +166,13 @@ func TestErrors(t *testing.T) {
 		{"timer service codecs, only in a delta", func(t *testing.T) result {
 			st := Memory()
 			j, s := storeOf(t, st, 1)
-			ts, _ := cowstate.Timers(j.B, "late-timers", statetable.Int64, statetable.Void)
+			ts, _ := cowstate.NamespacedTimers(j.B, "late-timers", statetable.Int64, statetable.Void)
 			ts.RegisterEventTime(7, statetable.VoidNamespace{}, 1)
 			if _, _, err := checkpoint(t, j, s, 2); err != nil {
 				t.Fatal(err)
 			}
 			b := testjob.New(t, 16, nil).B
-			cowstate.Timers(b, "late-timers", statetable.String, statetable.Void)
+			cowstate.NamespacedTimers(b, "late-timers", statetable.String, statetable.Void)
 			_, err := RestoreFrom(bg, b, Source{Storage: st, ID: 2})
 			return result{err, b}
 		}, ErrMismatch, snapshot.ErrMismatch, "late-timers"},

@@ -22,7 +22,7 @@ func Example() {
 
 	b, _ := cowstate.New(cowstate.Config{MaxParallelism: 128})
 	count, _ := cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
-	timers, _ := cowstate.Timers(b, "flush", statetable.String, statetable.Void)
+	timers, _ := cowstate.NamespacedTimers(b, "flush", statetable.String, statetable.Void)
 	for i := range 1000 {
 		count.Put(fmt.Sprint("user-", i), void, 1)
 	}
@@ -46,7 +46,7 @@ func Example() {
 	// start fresh if there is none.
 	b2, _ := cowstate.New(cowstate.Config{MaxParallelism: 128})
 	count2, _ := cowstate.NamespacedValue(b2, "count", statetable.String, statetable.Void, statetable.Int64, 0)
-	timers2, _ := cowstate.Timers(b2, "flush", statetable.String, statetable.Void)
+	timers2, _ := cowstate.NamespacedTimers(b2, "flush", statetable.String, statetable.Void)
 	cps2, _ := checkpoint.Open(ctx, b2, store, checkpoint.Options{AutoConfirm: true})
 	m, err := cps2.Restore(ctx, 0)
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -430,4 +431,37 @@ func TestLoop_WaitSettlesInFlight(t *testing.T) {
 	}
 	check(t, "resume", j2, 1)
 	l2.Close()
+}
+
+// Resuming into a backend that lacks several registrations names every
+// state and timer service missing, not only the first, and restores
+// nothing.
+func TestResume_NamesEverythingUnregistered(t *testing.T) {
+	st := Memory()
+	b, _ := cowstate.New(cowstate.Config{MaxParallelism: 16})
+	a, _ := cowstate.Value[string, int64](b, "clicks")
+	c, _ := cowstate.Value[string, int64](b, "views")
+	tm, _ := cowstate.Timers[string](b, "timeouts")
+	a.Put("x", 1)
+	c.Put("y", 2)
+	tm.RegisterEventTime("x", 5)
+	loop, _, err := Resume[int](bg, b, st, LoopOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loop.Sync(bg, 1); err != nil {
+		t.Fatal(err)
+	}
+	loop.Close()
+
+	fresh, _ := cowstate.New(cowstate.Config{MaxParallelism: 16})
+	_, _, err = Resume[int](bg, fresh, st, LoopOptions{})
+	if !errors.Is(err, ErrMismatch) {
+		t.Fatalf("resuming with nothing registered: %v, want ErrMismatch", err)
+	}
+	for _, name := range []string{`"clicks"`, `"views"`, `"timeouts"`} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
 }

@@ -25,7 +25,7 @@ import (
 // operation); it holds nothing else, and every write goes to b. Writer
 // goroutine of b only.
 func Of(b *cowstate.Backend) Backend {
-	return &cowBackend{b: b, states: map[string]handle{}, services: map[string]*cowstate.TimerService[string, string]{}}
+	return &cowBackend{b: b, states: map[string]handle{}, services: map[string]*cowstate.NamespacedTimerService[string, string]{}}
 }
 
 // New returns a new cowstate Backend for cfg as a contract Backend: Of of
@@ -43,7 +43,7 @@ var _ TTLBackend = (*cowBackend)(nil)
 type cowBackend struct {
 	b        *cowstate.Backend
 	states   map[string]handle
-	services map[string]*cowstate.TimerService[string, string]
+	services map[string]*cowstate.NamespacedTimerService[string, string]
 }
 
 // handle is the typed state behind a contract state name: one of the five
@@ -123,7 +123,7 @@ func (c *cowBackend) RegisterTimerService(name string) error {
 	if _, ok := c.services[name]; ok {
 		return nil
 	}
-	s, err := cowstate.Timers(c.b, name, str, str)
+	s, err := cowstate.NamespacedTimers(c.b, name, str, str)
 	if err == nil {
 		c.services[name] = s
 	}
@@ -147,7 +147,7 @@ func lookup(states map[string]handle, name, where string, kinds ...statetable.Ki
 	return h, nil
 }
 
-func (c *cowBackend) timers(name string) (*cowstate.TimerService[string, string], error) {
+func (c *cowBackend) timers(name string) (*cowstate.NamespacedTimerService[string, string], error) {
 	s, ok := c.services[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTimerService, name)
@@ -487,7 +487,7 @@ func (c *cowBackend) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size in
 type cowView struct {
 	snap     *cowstate.Snapshot
 	states   map[string]handle
-	services map[string]*cowstate.TimerService[string, string]
+	services map[string]*cowstate.NamespacedTimerService[string, string]
 }
 
 // StateEntries reads the snapshot: O(entries).

@@ -18,7 +18,7 @@
 // last timestamp:
 //
 //	pages, _ := cowstate.NamespacedMap(b, "pages", statetable.String, window.Codec, statetable.String, statetable.Int64)
-//	timers, _ := cowstate.Timers(b, "windows", statetable.String, window.Codec)
+//	timers, _ := cowstate.NamespacedTimers(b, "windows", statetable.String, window.Codec)
 //	minute := window.Tumbling{Size: 60_000}
 //
 //	w, err := minute.Assign(e.Time)       // per element

@@ -21,7 +21,7 @@ func ExampleSessions() {
 	if err != nil {
 		panic(err)
 	}
-	timers, err := cowstate.Timers(b, "sessions", statetable.String, window.Codec)
+	timers, err := cowstate.NamespacedTimers(b, "sessions", statetable.String, window.Codec)
 	if err != nil {
 		panic(err)
 	}

@@ -28,7 +28,7 @@ import (
 type Operator[K, IN, OUT any] struct {
 	assign   Assigner
 	state    windowState[K, IN, OUT]
-	timers   *cowstate.TimerService[K, TimeWindow]
+	timers   *cowstate.NamespacedTimerService[K, TimeWindow]
 	sessions *Sessions[K] // for a Session assigner, else nil
 	windows  []TimeWindow // scratch for the assigner
 }
@@ -87,7 +87,7 @@ func newOperator[K, IN, OUT any](b *cowstate.Backend, name string, assign Assign
 	if assign == nil {
 		return nil, fmt.Errorf("%w: operator %q: nil assigner", ErrInvalid, name)
 	}
-	timers, err := cowstate.Timers(b, name+"/windows", kc, Codec)
+	timers, err := cowstate.NamespacedTimers(b, name+"/windows", kc, Codec)
 	if err != nil {
 		return nil, err
 	}
@@ -184,4 +184,6 @@ func (o *Operator[K, IN, OUT]) Watermark() int64 { return o.timers.CurrentWaterm
 
 // Timers returns the operator's timer service, for a job that also
 // registers timers of its own in window namespaces.
-func (o *Operator[K, IN, OUT]) Timers() *cowstate.TimerService[K, TimeWindow] { return o.timers }
+func (o *Operator[K, IN, OUT]) Timers() *cowstate.NamespacedTimerService[K, TimeWindow] {
+	return o.timers
+}

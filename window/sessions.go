@@ -39,7 +39,7 @@ type Mergeable[K any] interface {
 type Sessions[K any] struct {
 	assigner Session
 	set      *statetable.MapState[K, statetable.VoidNamespace, TimeWindow, TimeWindow]
-	timers   *cowstate.TimerService[K, TimeWindow]
+	timers   *cowstate.NamespacedTimerService[K, TimeWindow]
 	states   []Mergeable[K]
 	open     []mapping // scratch
 	sources  []TimeWindow
@@ -56,7 +56,7 @@ type mapping struct {
 // end-of-window timers and the states whose namespaces merge with the
 // sessions. Writer goroutine of b.
 func NewSessions[K any](b *cowstate.Backend, name string, kc statetable.Codec[K], gap int64,
-	timers *cowstate.TimerService[K, TimeWindow], states ...Mergeable[K]) (*Sessions[K], error) {
+	timers *cowstate.NamespacedTimerService[K, TimeWindow], states ...Mergeable[K]) (*Sessions[K], error) {
 	a := Session{Gap: gap}
 	if _, err := a.Assign(0); err != nil {
 		return nil, err

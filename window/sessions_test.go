@@ -78,7 +78,7 @@ func result(key string, w window.TimeWindow, elems []int64) string {
 type sessionJob struct {
 	b        *cowstate.Backend
 	elems    *statetable.ListState[string, window.TimeWindow, int64]
-	timers   *cowstate.TimerService[string, window.TimeWindow]
+	timers   *cowstate.NamespacedTimerService[string, window.TimeWindow]
 	sessions *window.Sessions[string]
 }
 
@@ -91,7 +91,7 @@ func newSessionJob(t interface{ Fatal(...any) }, gap int64) *sessionJob {
 	if j.elems, err = cowstate.NamespacedList(b, "elems", statetable.String, window.Codec, statetable.Int64); err != nil {
 		t.Fatal(err)
 	}
-	if j.timers, err = cowstate.Timers(b, "sessions", statetable.String, window.Codec); err != nil {
+	if j.timers, err = cowstate.NamespacedTimers(b, "sessions", statetable.String, window.Codec); err != nil {
 		t.Fatal(err)
 	}
 	if j.sessions, err = window.NewSessions(b, "session-set", statetable.String, gap, j.timers, j.elems); err != nil {
@@ -256,7 +256,7 @@ func TestSessions_MergeKeepsStateWindow(t *testing.T) {
 
 func TestSessions_BadGap(t *testing.T) {
 	b, _ := cowstate.New(cowstate.Config{})
-	timers, _ := cowstate.Timers(b, "s", statetable.String, window.Codec)
+	timers, _ := cowstate.NamespacedTimers(b, "s", statetable.String, window.Codec)
 	if _, err := window.NewSessions(b, "set", statetable.String, 0, timers); err == nil {
 		t.Fatal("gap 0 accepted")
 	}

@@ -15,7 +15,7 @@ func Late(w TimeWindow, wm int64) bool { return w.MaxTimestamp() <= wm }
 // keeps one timer. If w is late at the service's current watermark
 // (Late), nothing is registered and late is true: drop the element, as
 // Flink does. O(log timers). Writer goroutine, like the service.
-func RegisterEnd[K any](timers *cowstate.TimerService[K, TimeWindow], key K, w TimeWindow) (late bool, err error) {
+func RegisterEnd[K any](timers *cowstate.NamespacedTimerService[K, TimeWindow], key K, w TimeWindow) (late bool, err error) {
 	if Late(w, timers.CurrentWatermark()) {
 		return true, nil
 	}
@@ -26,7 +26,7 @@ func RegisterEnd[K any](timers *cowstate.TimerService[K, TimeWindow], key K, w T
 // DeleteEnd deletes the end-of-window timer of w for key (Flink's
 // Trigger.clear), for a window purged before its end; deleting a timer
 // that fired or was never registered is a no-op. O(log timers).
-func DeleteEnd[K any](timers *cowstate.TimerService[K, TimeWindow], key K, w TimeWindow) error {
+func DeleteEnd[K any](timers *cowstate.NamespacedTimerService[K, TimeWindow], key K, w TimeWindow) error {
 	_, err := timers.DeleteEventTime(key, w, w.MaxTimestamp())
 	return err
 }

@@ -76,7 +76,7 @@ type sessionJob struct {
 	late    *statetable.ReducingState[string, statetable.VoidNamespace, int64]
 	windows *window.Sessions[string]
 	session *statetable.AggregatingState[string, window.TimeWindow, int64, sessionAcc, sessionAcc]
-	timers  *cowstate.TimerService[string, window.TimeWindow]
+	timers  *cowstate.NamespacedTimerService[string, window.TimeWindow]
 
 	emit func(SessionResult) // where closed sessions go
 }
@@ -107,7 +107,7 @@ func newSessionJob(b *cowstate.Backend, gap int64, ttl time.Duration, emit func(
 	if j.session, err = cowstate.NamespacedAggregating(b, "session", statetable.String, window.Codec, sessionAccCodec, sessionAgg{}); err != nil {
 		return nil, err
 	}
-	if j.timers, err = cowstate.Timers(b, "sessions", statetable.String, window.Codec); err != nil {
+	if j.timers, err = cowstate.NamespacedTimers(b, "sessions", statetable.String, window.Codec); err != nil {
 		return nil, err
 	}
 	if j.windows, err = window.NewSessions(b, "session-windows", statetable.String, gap, j.timers, j.session); err != nil {

@@ -25,7 +25,7 @@ type Job struct {
 	List   *statetable.ListState[string, string, int64]
 	Map    *statetable.MapState[string, string, string, int64]
 	Reduce *statetable.ReducingState[string, string, int64]
-	Timers *cowstate.TimerService[string, string]
+	Timers *cowstate.NamespacedTimerService[string, string]
 }
 
 // New returns an empty job of maxPar key groups owning kgs (nil: all).
@@ -40,7 +40,7 @@ func New(t testing.TB, maxPar int, kgs *statetable.KeyGroupRange) *Job {
 	j.List, _ = cowstate.NamespacedList(b, "list", statetable.String, statetable.String, statetable.Int64)
 	j.Map, _ = cowstate.NamespacedMap(b, "map", statetable.String, statetable.String, statetable.String, statetable.Int64)
 	j.Reduce, _ = cowstate.NamespacedReducing(b, "reduce", statetable.String, statetable.String, statetable.Int64, func(a, b int64) int64 { return a + b })
-	j.Timers, _ = cowstate.Timers(b, "timers", statetable.String, statetable.String)
+	j.Timers, _ = cowstate.NamespacedTimers(b, "timers", statetable.String, statetable.String)
 	return j
 }
 
