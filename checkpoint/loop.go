@@ -382,3 +382,56 @@ func (l *Loop[M]) Close() error {
 	l.inFlight = nil
 	return l.store.Close()
 }
+
+// ReadMeta decodes the job metadata and watermarks a Loop stored in
+// checkpoint m (a manifest from Inspect, Store.Checkpoints or Loop.Last):
+// what the job would resume from, read without a backend and without
+// taking the store over. ErrMismatch if m was not taken by a Loop or its
+// metadata does not decode as M. Any goroutine.
+func ReadMeta[M any](m *Manifest) (M, map[string]int64, error) {
+	if m == nil {
+		var zero M
+		return zero, nil, fmt.Errorf("%w: ReadMeta of a nil manifest", ErrInvalid)
+	}
+	return decodeLoopMeta[M](m)
+}
+
+// Peek restores checkpoint id (0: the newest) of a Loop's store into b with
+// its metadata and watermarks, as Resume would, but without taking the
+// store over: its owner goes on (pin the checkpoint first, with
+// Retention.Pinned, if the owner may drop it meanwhile). For tools and
+// tests that read what a job would resume from. b must have the job's
+// states and timer services registered and hold nothing. Errors as
+// RestoreFrom's and ReadMeta's; after one, b holds nothing. Writer
+// goroutine of b.
+func Peek[M any](ctx context.Context, b *cowstate.Backend, st Storage, id uint64) (Start[M], error) {
+	var start Start[M]
+	l, err := Inspect(ctx, st)
+	if err != nil {
+		return start, err
+	}
+	var m *Manifest
+	for _, c := range l.Checkpoints {
+		if id == 0 || c.ID == id {
+			m = c // the newest last
+		}
+	}
+	if m == nil {
+		return start, fmt.Errorf("%w: %s holds no checkpoint %d", ErrNoCheckpoint, st, id)
+	}
+	meta, wms, err := decodeLoopMeta[M](m) // before b is touched
+	if err != nil {
+		return start, err
+	}
+	ms, err := RestoreFrom(ctx, b, Source{Storage: st, ID: m.ID})
+	if err != nil {
+		return start, err
+	}
+	if err := b.RestoreWatermarks(wms); err != nil {
+		// The restore checked every timer service of the file, and a
+		// loop's watermarks are those of the services at the capture.
+		return start, fmt.Errorf("%w: %w", ErrMismatch, err)
+	}
+	start.Restored, start.Manifest, start.Meta, start.Watermarks = true, ms[0], meta, wms
+	return start, nil
+}

@@ -465,3 +465,52 @@ func TestResume_NamesEverythingUnregistered(t *testing.T) {
 		}
 	}
 }
+
+// Peek and ReadMeta read what a job would resume from (state, metadata,
+// watermarks) while its owner runs on, unfenced.
+func TestPeek_ReadsWithoutTakingOver(t *testing.T) {
+	st := Memory()
+	b, _ := cowstate.New(cowstate.Config{MaxParallelism: 16})
+	count, _ := cowstate.Value[string, int64](b, "count")
+	tm, _ := cowstate.Timers[string](b, "timeouts")
+	count.Put("ann", 3)
+	tm.AdvanceWatermark(40, func(string, int64) error { return nil })
+	loop, _, err := Resume[string](bg, b, st, LoopOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loop.Close()
+	if _, err := loop.Sync(bg, "offset-7"); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := Inspect(bg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, wms, err := ReadMeta[string](l.Checkpoints[len(l.Checkpoints)-1])
+	if err != nil || meta != "offset-7" || wms["timeouts"] != 40 {
+		t.Fatalf("ReadMeta: %q %v %v; want offset-7 and watermark 40", meta, wms, err)
+	}
+	if _, _, err := ReadMeta[int](l.Checkpoints[0]); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("ReadMeta as another type: %v, want ErrMismatch", err)
+	}
+
+	peek, _ := cowstate.New(cowstate.Config{MaxParallelism: 16})
+	pc, _ := cowstate.Value[string, int64](peek, "count")
+	ptm, _ := cowstate.Timers[string](peek, "timeouts")
+	start, err := Peek[string](bg, peek, st, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := pc.Get("ann"); !start.Restored || start.Meta != "offset-7" || n != 3 || ptm.CurrentWatermark() != 40 {
+		t.Fatalf("Peek: %+v, ann %d, watermark %d", start, n, ptm.CurrentWatermark())
+	}
+	if _, err := Peek[string](bg, peek, st, 99); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("Peek of checkpoint 99: %v, want ErrNoCheckpoint", err)
+	}
+	count.Put("ann", 4)
+	if _, err := loop.Sync(bg, "offset-8"); err != nil {
+		t.Fatalf("the owner after a Peek: %v", err)
+	}
+}
