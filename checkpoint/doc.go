@@ -30,8 +30,11 @@
 // through a Sink given as LoopOptions.Sink: the records written before a
 // checkpoint are prepared under it and committed once it is durable, and
 // Resume commits or drops what a crashed owner left. FileSink is one for
-// files (Example_fileSink); a Sink for another system needs transactions
-// that can be prepared durably and committed idempotently (see Sink).
+// files (Example_fileSink); CallbackSink stages each checkpoint's records
+// in a Storage and hands them to a function once the checkpoint is
+// durable, for a system downstream whose writes are idempotent by
+// checkpoint id; a Sink for another system needs transactions that can be
+// prepared durably and committed idempotently (see Sink).
 //
 // # Objects and the commit protocol
 //

@@ -29,6 +29,7 @@ import (
 const (
 	sinkChildEnv = "COWSTATE_SINK_CHILD"
 	sinkCrashEnv = "COWSTATE_SINK_CRASH" // point:n
+	sinkKindEnv  = "COWSTATE_SINK_KIND"  // "callback" for a CallbackSink, else a FileSink
 )
 
 // sinkJobRecords is how many records the job reads; a checkpoint is due
@@ -57,7 +58,7 @@ func TestSinkChildProcess(t *testing.T) {
 			}
 		}
 	}
-	if err := runSinkJob(dir, os.Getenv("COWSTATE_SINK_SLOW") != ""); err != nil {
+	if err := runSinkJob(dir, os.Getenv(sinkKindEnv) == "callback", os.Getenv("COWSTATE_SINK_SLOW") != ""); err != nil {
 		fmt.Fprintln(os.Stderr, "sink job:", err)
 		os.Exit(2)
 	}
@@ -67,9 +68,12 @@ func TestSinkChildProcess(t *testing.T) {
 // runSinkJob is the job: for each record i, a read-modify-write of the
 // count of key i%7 and an output line of the record, its key and the
 // count after it, so that output emitted twice or lost, or output that
-// disagrees with the restored state, shows. slow makes each record take
-// a little time, for kills at random moments.
-func runSinkJob(dir string, slow bool) error {
+// disagrees with the restored state, shows. Its output goes to a FileSink
+// in dir/out, or with callback to a CallbackSink staging in dir/staging
+// whose deliveries write dir/out/part-<id> (idempotently: a temporary
+// file renamed over it). slow makes each record take a little time, for
+// kills at random moments.
+func runSinkJob(dir string, callback, slow bool) error {
 	b, err := cowstate.New(cowstate.Config{MaxParallelism: 16})
 	if err != nil {
 		return err
@@ -82,9 +86,27 @@ func runSinkJob(dir string, slow bool) error {
 	if err != nil {
 		return err
 	}
-	sink, err := NewFileSink(filepath.Join(dir, "out"), "")
-	if err != nil {
-		return err
+	var (
+		sink Sink
+		emit func([]byte) error
+	)
+	if callback {
+		staging, err := Dir(filepath.Join(dir, "staging"))
+		if err != nil {
+			return err
+		}
+		cs, err := NewCallbackSink(staging, deliverToDir(filepath.Join(dir, "out")))
+		if err != nil {
+			return err
+		}
+		sink, emit = cs, cs.Emit
+	} else {
+		fs, err := NewFileSink(filepath.Join(dir, "out"), "")
+		if err != nil {
+			return err
+		}
+		defer fs.Close()
+		sink, emit = fs, func(b []byte) error { _, err := fs.Write(b); return err }
 	}
 	loop, start, err := Resume[int](bg, b, st, LoopOptions{Records: sinkJobEvery, Sink: sink})
 	if err != nil {
@@ -101,7 +123,7 @@ func runSinkJob(dir string, slow bool) error {
 			return err
 		}
 		line = fmt.Appendf(line[:0], "%d %d %d\n", i, k, c)
-		if _, err := sink.Write(line); err != nil {
+		if err := emit(line); err != nil {
 			return err
 		}
 		if err := loop.Processed(bg, 1, i+1); err != nil {
@@ -119,7 +141,31 @@ func runSinkJob(dir string, slow bool) error {
 	if _, err := loop.Sync(bg, sinkJobRecords); err != nil {
 		return err
 	}
-	return errors.Join(loop.Close(), sink.Close())
+	return loop.Close()
+}
+
+// deliverToDir is a downstream system with idempotent writes keyed by
+// checkpoint id: the records of checkpoint id become the file
+// dir/part-<id>, written to a temporary file and renamed over it. A
+// second delivery of an id with other records is what a sink must never
+// do (a downstream that keeps the first would keep the wrong ones): the
+// process then exits with status 3, which fails the test.
+func deliverToDir(dir string) func(ctx context.Context, id uint64, records [][]byte) error {
+	return func(ctx context.Context, id uint64, records [][]byte) error {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		part, content := filepath.Join(dir, fmt.Sprintf("part-%020d", id)), bytes.Join(records, nil)
+		if old, err := os.ReadFile(part); err == nil && !bytes.Equal(old, content) {
+			fmt.Fprintf(os.Stderr, "checkpoint %d delivered again with other records\n", id)
+			os.Exit(3)
+		}
+		tmp := filepath.Join(dir, ".tmp")
+		if err := os.WriteFile(tmp, content, 0o644); err != nil {
+			return err
+		}
+		return os.Rename(tmp, part)
+	}
 }
 
 // wantSinkOutput is the output of an uninterrupted run.
@@ -136,10 +182,10 @@ func wantSinkOutput() []byte {
 
 // runSinkChild runs the job in a child process; crash is sinkCrashEnv's
 // value ("" for none). It reports whether the child was killed.
-func runSinkChild(t *testing.T, dir, crash string, slow bool, killAfter time.Duration) bool {
+func runSinkChild(t *testing.T, dir, kind, crash string, slow bool, killAfter time.Duration) bool {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSinkChildProcess$")
-	cmd.Env = append(os.Environ(), sinkChildEnv+"="+dir, sinkCrashEnv+"="+crash)
+	cmd.Env = append(os.Environ(), sinkChildEnv+"="+dir, sinkCrashEnv+"="+crash, sinkKindEnv+"="+kind)
 	if slow {
 		cmd.Env = append(cmd.Env, "COWSTATE_SINK_SLOW=1")
 	}
@@ -167,8 +213,9 @@ func runSinkChild(t *testing.T, dir, crash string, slow bool, killAfter time.Dur
 }
 
 // checkSinkOutput checks the committed output in dir against an
-// uninterrupted run's, and that nothing but this owner's directory is
-// left pending.
+// uninterrupted run's, and that nothing is left pending but the last
+// owner's empty directory (FileSink) or its recovery marker
+// (CallbackSink).
 func checkSinkOutput(t *testing.T, dir string) {
 	t.Helper()
 	out := filepath.Join(dir, "out")
@@ -193,6 +240,9 @@ func checkSinkOutput(t *testing.T, dir string) {
 		t.Fatalf("committed output (%d parts, %d lines) differs from an uninterrupted run's (%d lines) at line %d: %q, want %q",
 			len(parts), len(gl)-1, len(wl)-1, i+1, lineAt(gl, i), lineAt(wl, i))
 	}
+	if staged, _ := os.ReadDir(filepath.Join(dir, "staging")); len(staged) > 1 {
+		t.Fatalf("after the last run the callback sink still stages %d objects", len(staged))
+	}
 	pending, _ := os.ReadDir(filepath.Join(out, ".pending-part"))
 	for _, e := range pending {
 		left, _ := os.ReadDir(filepath.Join(out, ".pending-part", e.Name()))
@@ -209,25 +259,39 @@ func lineAt(lines [][]byte, i int) []byte {
 	return nil
 }
 
-// sinkCrashPoints are the points of a checkpoint's commit a job with a
-// FileSink can die at: after its output is prepared and before the
+// fileSinkCrashPoints are the points of a checkpoint's commit a job with
+// a FileSink can die at: after its output is prepared and before the
 // checkpoint is taken; after the checkpoint is durable and before the
 // output is committed; in Prepare, after the transaction is synced and
 // after it is renamed; in Commit and Recover, after a part is renamed and
 // after the directory is synced; in Recover, after an owner's directory
-// is settled.
-var sinkCrashPoints = []string{
-	"loop.prepared", "loop.durable",
-	"sink.synced", "sink.prepared", "sink.renamed", "sink.committed", "sink.recovered-epoch",
-}
+// is settled. callbackSinkCrashPoints are those of a CallbackSink: the
+// loop's two, after the records are staged, after a delivery and before
+// its staged object is removed.
+var (
+	fileSinkCrashPoints = []string{
+		"loop.prepared", "loop.durable",
+		"sink.synced", "sink.prepared", "sink.renamed", "sink.committed", "sink.recovered-epoch",
+	}
+	callbackSinkCrashPoints = []string{"loop.prepared", "loop.durable", "callback.staged", "callback.delivered"}
+)
 
 // TestFileSink_KilledAtEveryPoint kills the job at each point of the
 // commit, at its first, second and fifth passage (a recovery's at its
-// first), three runs in a row
-// (so a recovery is killed too), then lets it finish: the committed
-// output is exactly an uninterrupted run's.
+// first), three runs in a row (so a recovery is killed too), then lets it
+// finish: the committed output is exactly an uninterrupted run's.
 func TestFileSink_KilledAtEveryPoint(t *testing.T) {
-	for _, point := range sinkCrashPoints {
+	killAtEveryPoint(t, "file", fileSinkCrashPoints)
+}
+
+// TestCallbackSink_KilledAtEveryPoint: the same for a CallbackSink whose
+// deliveries are idempotent writes keyed by checkpoint id.
+func TestCallbackSink_KilledAtEveryPoint(t *testing.T) {
+	killAtEveryPoint(t, "callback", callbackSinkCrashPoints)
+}
+
+func killAtEveryPoint(t *testing.T, kind string, points []string) {
+	for _, point := range points {
 		for _, nth := range []int{1, 2, 5} {
 			if point == "sink.recovered-epoch" && nth > 1 {
 				continue // a recovery settles one earlier owner here
@@ -240,14 +304,14 @@ func TestFileSink_KilledAtEveryPoint(t *testing.T) {
 				}
 				killed := 0
 				for _, p := range crashes {
-					if runSinkChild(t, dir, fmt.Sprintf("%s:%d", p, nth), false, 0) {
+					if runSinkChild(t, dir, kind, fmt.Sprintf("%s:%d", p, nth), false, 0) {
 						killed++
 					}
 				}
 				if killed < 2 {
 					t.Fatalf("the job never reached %s %d times", point, nth)
 				}
-				if runSinkChild(t, dir, "", false, 0) {
+				if runSinkChild(t, dir, kind, "", false, 0) {
 					t.Fatal("the last run was killed")
 				}
 				checkSinkOutput(t, dir)
@@ -256,27 +320,29 @@ func TestFileSink_KilledAtEveryPoint(t *testing.T) {
 	}
 }
 
-// TestFileSink_KilledAtRandom kills a slowed job with SIGKILL from
-// outside at random moments, then lets it finish.
-func TestFileSink_KilledAtRandom(t *testing.T) {
+// TestSinks_KilledAtRandom kills a slowed job with SIGKILL from outside
+// at random moments, then lets it finish, with each kind of sink.
+func TestSinks_KilledAtRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
-	for trial := range 4 {
-		t.Run(strconv.Itoa(trial), func(t *testing.T) {
-			dir := t.TempDir()
-			killed := 0
-			for range 6 {
-				if runSinkChild(t, dir, "", true, time.Duration(20+rng.IntN(250))*time.Millisecond) {
-					killed++
+	for _, kind := range []string{"file", "callback"} {
+		for trial := range 3 {
+			t.Run(fmt.Sprintf("%s/%d", kind, trial), func(t *testing.T) {
+				dir := t.TempDir()
+				killed := 0
+				for range 6 {
+					if runSinkChild(t, dir, kind, "", true, time.Duration(20+rng.IntN(250))*time.Millisecond) {
+						killed++
+					}
 				}
-			}
-			if runSinkChild(t, dir, "", true, 0) {
-				t.Fatal("the last run was killed")
-			}
-			if killed == 0 {
-				t.Fatal("no run was killed: the kills came too late to test anything")
-			}
-			checkSinkOutput(t, dir)
-		})
+				if runSinkChild(t, dir, kind, "", true, 0) {
+					t.Fatal("the last run was killed")
+				}
+				if killed == 0 {
+					t.Fatal("no run was killed: the kills came too late to test anything")
+				}
+				checkSinkOutput(t, dir)
+			})
+		}
 	}
 }
 
