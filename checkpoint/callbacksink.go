@@ -83,7 +83,9 @@ const (
 	recoveredPrefix = "recovered-e"
 )
 
-func stagedName(epoch, id uint64) string { return fmt.Sprintf("%s%020d-%020d", stagedPrefix, epoch, id) }
+func stagedName(epoch, id uint64) string {
+	return fmt.Sprintf("%s%020d-%020d", stagedPrefix, epoch, id)
+}
 
 func parseStaged(name string) (epoch, id uint64, ok bool) {
 	rest, ok := strings.CutPrefix(name, stagedPrefix)
