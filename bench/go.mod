@@ -52,6 +52,7 @@ require (
 	github.com/cockroachdb/redact v1.1.5 // indirect
 	github.com/cockroachdb/swiss v0.0.0-20260820225851-333444432258 // indirect
 	github.com/cockroachdb/tokenbucket v0.0.0-20230807174530-cc333fc44b06 // indirect
+	github.com/cowstate/cowstate/checkpoint/s3store v0.1.0
 	github.com/getsentry/sentry-go v0.27.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -95,3 +96,5 @@ replace (
 	github.com/cowstate/cowstate => ..
 	github.com/cowstate/cowstate/checkpoint/storeurl => ../checkpoint/storeurl
 )
+
+replace github.com/cowstate/cowstate/checkpoint/s3store => ../checkpoint/s3store

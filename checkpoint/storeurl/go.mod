@@ -6,11 +6,12 @@ require github.com/cowstate/cowstate v0.1.0
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.46.0
-	github.com/aws/aws-sdk-go-v2/credentials v1.20.3
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.111.0
 	github.com/aws/smithy-go v1.28.1
 	gocloud.dev v0.47.0
 )
+
+require github.com/aws/aws-sdk-go-v2/credentials v1.20.3 // indirect
 
 require (
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.20 // indirect
@@ -29,6 +30,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.42.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.49.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cowstate/cowstate/checkpoint/s3store v0.1.0
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -52,3 +54,5 @@ require (
 )
 
 replace github.com/cowstate/cowstate => ../..
+
+replace github.com/cowstate/cowstate/checkpoint/s3store => ../s3store

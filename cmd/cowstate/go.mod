@@ -49,6 +49,7 @@ require (
 	github.com/aws/smithy-go v1.28.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
+	github.com/cowstate/cowstate/checkpoint/s3store v0.1.0
 	github.com/envoyproxy/go-control-plane/envoy v1.39.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
@@ -94,3 +95,5 @@ replace (
 	github.com/cowstate/cowstate => ../..
 	github.com/cowstate/cowstate/checkpoint/storeurl => ../../checkpoint/storeurl
 )
+
+replace github.com/cowstate/cowstate/checkpoint/s3store => ../../checkpoint/s3store

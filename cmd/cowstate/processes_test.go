@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/cowstate/cowstate/checkpoint"
-	"github.com/cowstate/cowstate/checkpoint/storeurl/s3test"
+	"github.com/cowstate/cowstate/checkpoint/s3store/s3test"
 )
 
 // TestMain lets the demo start its instances from the test binary: run

@@ -2,10 +2,11 @@
 // keeps checkpoints in S3: the Versity S3 Gateway (versitygw v1.8.0) over
 // its posix backend, one process per Start, on a free loopback port, with
 // its data in the test's temporary directory and one empty bucket. Tests
-// reach it through storeurl.Open or gocloud.dev/blob (blank-import
-// gocloud.dev/blob/s3blob and open Server.URL), or through the raw S3
-// client of Server.Client. It is in the storeurl module so that the tests
-// of storeurl, and of any module that depends on it, need no other.
+// reach it through s3store.Open of Server.StoreURL, through storeurl.Open
+// or gocloud.dev/blob (blank-import gocloud.dev/blob/s3blob and open
+// Server.URL), or through the raw S3 client of Server.Client. It is in the
+// s3store module, which needs only the AWS SDK, so that the tests of
+// s3store, storeurl and any module that depends on them need no other.
 //
 // The binary is built once by the repository's scripts/install-s3-server
 // into ${COWSTATE_TOOLS:-$HOME/.cache/cowstate-tools}/bin/versitygw (or by
@@ -19,7 +20,7 @@
 // so a test can take the store away in the middle of a checkpoint and
 // bring it back.
 //
-// # What the server does (measured by this package's tests)
+// # What the server does (measured by the tests of storeurl, s3server_test.go)
 //
 // A create-only write (blob.WriterOptions{IfNotExist: true}, S3
 // If-None-Match: *) of a name that exists fails with S3 412

@@ -164,6 +164,19 @@ func (s *Server) URL(prefix string) string {
 	return "s3://" + s.Bucket + "?" + q.Encode()
 }
 
+// StoreURL returns the URL of Bucket with every key under prefix for
+// s3store.Open. The credentials come from the environment: see SetEnv.
+func (s *Server) StoreURL(prefix string) string {
+	q := url.Values{}
+	if prefix != "" {
+		q.Set("prefix", prefix)
+	}
+	q.Set("endpoint", s.Endpoint)
+	q.Set("region", Region)
+	q.Set("use_path_style", "true")
+	return "s3://" + s.Bucket + "?" + q.Encode()
+}
+
 // SetEnv sets the AWS SDK's environment for the rest of t to the server's
 // credentials, and points its shared config and credentials files at a
 // path that does not exist so a developer's ~/.aws cannot interfere. Like

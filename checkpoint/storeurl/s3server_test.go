@@ -1,4 +1,4 @@
-package s3test
+package storeurl_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/cowstate/cowstate/checkpoint/s3store/s3test"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/s3blob"
 	"gocloud.dev/gcerrors"
@@ -50,7 +51,7 @@ func createOnly(ctx context.Context, b *blob.Bucket, key string, data []byte) er
 }
 
 func TestServer_URL(t *testing.T) {
-	s := &Server{Bucket: "b", Endpoint: "http://127.0.0.1:1"}
+	s := &s3test.Server{Bucket: "b", Endpoint: "http://127.0.0.1:1"}
 	for _, tc := range []struct{ prefix, want string }{
 		{"", "s3://b?disable_https=true&endpoint=http%3A%2F%2F127.0.0.1%3A1&region=us-east-1&request_checksum_calculation=when_required&use_path_style=true"},
 		{"ck/1/", "s3://b?disable_https=true&endpoint=http%3A%2F%2F127.0.0.1%3A1&prefix=ck%2F1%2F&region=us-east-1&request_checksum_calculation=when_required&use_path_style=true"},
@@ -63,15 +64,15 @@ func TestServer_URL(t *testing.T) {
 
 func TestBinary_Missing(t *testing.T) {
 	t.Setenv("COWSTATE_VERSITYGW", "/nonexistent/versitygw")
-	_, err := Binary()
+	_, err := s3test.Binary()
 	if err == nil || !strings.Contains(err.Error(), "run scripts/install-s3-server") {
-		t.Fatalf("Binary() with a missing file: err = %v, want one that says to run scripts/install-s3-server", err)
+		t.Fatalf("s3test.Binary() with a missing file: err = %v, want one that says to run scripts/install-s3-server", err)
 	}
 }
 
 func TestServer_Blob(t *testing.T) {
 	start := time.Now()
-	s := Start(t)
+	s := s3test.Start(t)
 	t.Logf("Start took %v (endpoint %s)", time.Since(start), s.Endpoint)
 	s.SetEnv(t)
 	ctx := context.Background()
@@ -271,7 +272,7 @@ func TestServer_Blob(t *testing.T) {
 }
 
 func TestServer_StopRestart(t *testing.T) {
-	s := Start(t)
+	s := s3test.Start(t)
 	s.SetEnv(t)
 	ctx := context.Background()
 	b := openBucket(t, s.URL(""))
