@@ -125,6 +125,19 @@ func (b *Backend) Snapshot() *Snapshot {
 	return s
 }
 
+// View calls fn with a snapshot of the backend and releases it when fn
+// returns, whatever fn returns (bbolt's View): reads that fit in a
+// function, with no Release to forget. fn runs on the calling goroutine,
+// the writer's, so the writer waits for it; to read while processing goes
+// on, hand a Snapshot to another goroutine instead. Each snapshot has its
+// own lifetime: releasing one never releases another. Writer goroutine
+// only.
+func (b *Backend) View(fn func(snap *Snapshot) error) error {
+	snap := b.Snapshot()
+	defer snap.Release()
+	return fn(snap)
+}
+
 // LiveSnapshots returns the number of snapshots not yet released. Any
 // goroutine.
 func (b *Backend) LiveSnapshots() int { return b.owner.LiveCaptures() }

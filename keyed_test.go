@@ -399,3 +399,31 @@ func TestTimers_NoNamespace(t *testing.T) {
 		t.Errorf("a key type with no inferred codec: %v, want ErrConfig", err)
 	}
 }
+
+// View hands fn a snapshot released when fn returns; a snapshot taken
+// beside it lives on.
+func TestBackend_View(t *testing.T) {
+	b := newBackend(t, cowstate.Config{})
+	count := must(cowstate.Value[string, int64](b, "count"))(t)
+	count.Put("ann", 1)
+	other := b.Snapshot()
+	defer other.Release()
+	var seen *cowstate.Snapshot
+	err := b.View(func(snap *cowstate.Snapshot) error {
+		seen = snap
+		count.Put("ann", 2) // the writer goes on; the snapshot keeps 1
+		if n := must(count.GetAt(snap, "ann"))(t); n != 1 {
+			t.Errorf("GetAt in View = %d, want 1", n)
+		}
+		return errors.New("done reading")
+	})
+	if err == nil || err.Error() != "done reading" {
+		t.Fatalf("View returned %v, want fn's error", err)
+	}
+	if !seen.Released() || other.Released() {
+		t.Fatalf("after View: its snapshot released %v (want true), the other %v (want false)", seen.Released(), other.Released())
+	}
+	if n := must(count.GetAt(other, "ann"))(t); n != 1 {
+		t.Errorf("the other snapshot reads %d, want 1", n)
+	}
+}
