@@ -8,8 +8,8 @@ import (
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/checkpoint"
-	"github.com/cowstate/cowstate/checkpoint/storeurl"
 	"github.com/cowstate/cowstate/checkpoint/s3store/s3test"
+	"github.com/cowstate/cowstate/checkpoint/storeurl"
 	"github.com/cowstate/cowstate/statetable"
 	_ "gocloud.dev/blob/s3blob" // s3://
 )

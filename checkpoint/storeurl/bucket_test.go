@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/cowstate/cowstate/checkpoint"
+	"github.com/cowstate/cowstate/checkpoint/s3store/s3test"
 	"github.com/cowstate/cowstate/checkpoint/storagetest"
 	"github.com/cowstate/cowstate/checkpoint/storeurl"
-	"github.com/cowstate/cowstate/checkpoint/s3store/s3test"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 )

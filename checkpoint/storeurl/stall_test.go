@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/cowstate/cowstate/checkpoint"
-	"github.com/cowstate/cowstate/checkpoint/storeurl"
 	"github.com/cowstate/cowstate/checkpoint/s3store/s3test"
+	"github.com/cowstate/cowstate/checkpoint/storeurl"
 	"github.com/cowstate/cowstate/internal/testjob"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/cowstate/cowstate/checkpoint"
-	"github.com/cowstate/cowstate/checkpoint/storeurl"
 	"github.com/cowstate/cowstate/checkpoint/s3store/s3test"
+	"github.com/cowstate/cowstate/checkpoint/storeurl"
 	"github.com/cowstate/cowstate/internal/testjob"
 	_ "gocloud.dev/blob/s3blob" // s3://; the other drivers stay out
 )
