@@ -39,6 +39,7 @@ type windowState[K, IN, OUT any] interface {
 	Add(key K, w TimeWindow, in IN) error
 	Get(key K, w TimeWindow) (OUT, bool, error)
 	Clear(key K, w TimeWindow) error
+	Count() int
 	Mergeable[K]
 }
 
@@ -181,6 +182,10 @@ func (o *Operator[K, IN, OUT]) Flush(emit func(key K, w TimeWindow, out OUT) err
 // Watermark returns the operator's event-time watermark (math.MinInt64
 // before the first advance).
 func (o *Operator[K, IN, OUT]) Watermark() int64 { return o.timers.CurrentWatermark() }
+
+// Open returns the number of windows, of all keys, that hold elements and
+// have not been emitted yet. O(1).
+func (o *Operator[K, IN, OUT]) Open() int { return o.state.Count() }
 
 // Timers returns the operator's timer service, for a job that also
 // registers timers of its own in window namespaces.

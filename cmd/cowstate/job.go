@@ -46,8 +46,6 @@ var sessionAccCodec = statetable.FuncCodec("demo.sessionAcc/v1",
 		return sessionAcc{int64(binary.BigEndian.Uint64(src)), int64(binary.BigEndian.Uint64(src[8:]))}, nil
 	})
 
-var void = statetable.VoidNamespace{}
-
 // sessionJob is the keyed operator of the demo, one instance per backend
 // (operator subtask): per-user session windows on event time, like Flink's
 // EventTimeSessionWindows with merging, plus a running count per user.
@@ -59,29 +57,20 @@ var void = statetable.VoidNamespace{}
 //
 // both with a time-to-live in processing time (-state-ttl): a user idle
 // that long is forgotten, and counts from zero again;
-//   - session-windows (window.Sessions): the user's open session windows,
-//     each with the window that holds its state;
-//   - session (aggregating, namespace = a state window): count and sum of
-//     the events of each open session;
-//
-// and one event-time timer per open window, at its last millisecond, in
-// the "sessions" timer service (namespace = the window). A window is
-// [t, t+gap) for an event at t; windows that intersect merge
-// (window.Sessions: their accumulators with MergeNamespaces into the
-// state window of the earliest, their timers replaced by one).
+//   - session (a window.Aggregate operator over window.Session): the
+//     count and sum of the events of each open session window, which
+//     merges windows that intersect and emits each at its end.
 type sessionJob struct {
-	b       *cowstate.Backend
-	gap     int64
-	count   *statetable.ValueState[string, statetable.VoidNamespace, int64]
-	late    *statetable.ReducingState[string, statetable.VoidNamespace, int64]
-	windows *window.Sessions[string]
-	session *statetable.AggregatingState[string, window.TimeWindow, int64, sessionAcc, sessionAcc]
-	timers  *cowstate.NamespacedTimerService[string, window.TimeWindow]
+	b        *cowstate.Backend
+	gap      int64
+	count    *cowstate.ValueState[string, int64]
+	late     *cowstate.ReducingState[string, int64]
+	sessions *window.Operator[string, int64, sessionAcc]
 
 	emit func(SessionResult) // where closed sessions go
 }
 
-// newSessionJob registers the job's states and timer service on b (a
+// newSessionJob registers the job's states and window operator on b (a
 // fresh backend, or one about to be restored).
 // The per-user states expire after ttl of processing time without a
 // write (0: never).
@@ -91,26 +80,22 @@ func newSessionJob(b *cowstate.Backend, gap int64, ttl time.Duration, emit func(
 	add := func(a, b int64) int64 { return a + b }
 	if ttl > 0 {
 		cfg := cowstate.TTL{Duration: ttl}
-		j.count, err = cowstate.NamespacedValueWithTTL(b, "count", statetable.String, statetable.Void, statetable.Int64, 0, cfg)
+		j.count, err = cowstate.ValueWithTTL[string, int64](b, "count", cfg)
 		if err == nil {
-			j.late, err = cowstate.NamespacedReducingWithTTL(b, "late", statetable.String, statetable.Void, statetable.Int64, add, cfg)
+			j.late, err = cowstate.ReducingWithTTL[string](b, "late", add, cfg)
 		}
 	} else {
-		j.count, err = cowstate.NamespacedValue(b, "count", statetable.String, statetable.Void, statetable.Int64, 0)
+		j.count, err = cowstate.Value[string, int64](b, "count")
 		if err == nil {
-			j.late, err = cowstate.NamespacedReducing(b, "late", statetable.String, statetable.Void, statetable.Int64, add)
+			j.late, err = cowstate.Reducing[string](b, "late", add)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	if j.session, err = cowstate.NamespacedAggregating(b, "session", statetable.String, window.Codec, sessionAccCodec, sessionAgg{}); err != nil {
-		return nil, err
-	}
-	if j.timers, err = cowstate.NamespacedTimers(b, "sessions", statetable.String, window.Codec); err != nil {
-		return nil, err
-	}
-	if j.windows, err = window.NewSessions(b, "session-windows", statetable.String, gap, j.timers, j.session); err != nil {
+	j.sessions, err = window.Aggregate[string](b, "session", window.Session{Gap: gap}, sessionAgg{},
+		cowstate.WithValueCodec(sessionAccCodec))
+	if err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -118,43 +103,21 @@ func newSessionJob(b *cowstate.Backend, gap int64, ttl time.Duration, emit func(
 
 // Process handles one event of a user the backend owns.
 func (j *sessionJob) Process(e Event) error {
-	n, err := j.count.Get(e.User, void)
-	if err != nil {
+	if err := j.count.Update(e.User, func(n int64) int64 { return n + 1 }); err != nil {
 		return err
 	}
-	if err := j.count.Put(e.User, void, n+1); err != nil {
+	late, err := j.sessions.Add(e.User, e.Time, e.Amount)
+	if err != nil || !late {
 		return err
 	}
-	a, err := j.windows.Add(e.User, e.Time)
-	if err != nil {
-		return err
-	}
-	if a.Late {
-		return j.late.Add(e.User, void, 1) // its session has been emitted
-	}
-	return j.session.Add(e.User, a.State, e.Amount)
+	return j.late.Add(e.User, 1) // its session has been emitted
 }
 
-// AdvanceWatermark fires the timers of the windows that end at or before
-// wm: each emits its session and clears its state.
+// AdvanceWatermark emits the sessions that end at or before wm.
 func (j *sessionJob) AdvanceWatermark(wm int64) error {
-	_, err := j.timers.AdvanceWatermark(wm, j.fire)
+	_, err := j.sessions.AdvanceWatermark(wm, func(user string, w window.TimeWindow, acc sessionAcc) error {
+		j.emit(SessionResult{User: user, Start: w.Start, End: w.End, Count: acc.Count, Sum: acc.Sum})
+		return nil
+	})
 	return err
-}
-
-// fire closes user's session w.
-func (j *sessionJob) fire(user string, w window.TimeWindow, _ int64) error {
-	state, ok, err := j.windows.Remove(user, w)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("session %v of %q fired but is not open", w, user)
-	}
-	acc, _, err := j.session.Get(user, state)
-	if err != nil {
-		return err
-	}
-	j.emit(SessionResult{User: user, Start: w.Start, End: w.End, Count: acc.Count, Sum: acc.Sum})
-	return j.session.Clear(user, state)
 }

@@ -34,7 +34,7 @@ func TestJob_StateTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = 60_000 // "idle" was last written at 0
-	if n, _ := j.count.Get("u", void); n != 4 {
+	if n, _ := j.count.Get("u"); n != 4 {
 		t.Fatalf("count of a user active within the TTL: %d, want 4", n)
 	}
 	b.CleanupExpired(100)
@@ -44,7 +44,7 @@ func TestJob_StateTTL(t *testing.T) {
 	if err := j.Process(Event{User: "idle", Time: 20, Amount: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := j.count.Get("idle", void); n != 1 {
+	if n, _ := j.count.Get("idle"); n != 1 {
 		t.Fatalf("count of a user back after the TTL: %d, want 1", n)
 	}
 }

@@ -360,12 +360,12 @@ func (p *pipeline) counts() (digest, error) {
 	var d digest
 	var buf []byte
 	for _, t := range p.tasks {
-		for user := range t.job.count.Keys(void) {
-			n, err := t.job.count.Get(user, void)
+		for user := range t.job.count.Keys() {
+			n, err := t.job.count.Get(user)
 			if err != nil {
 				return d, err
 			}
-			late, _, err := t.job.late.Get(user, void)
+			late, _, err := t.job.late.Get(user)
 			if err != nil {
 				return d, err
 			}
@@ -380,7 +380,7 @@ func (p *pipeline) counts() (digest, error) {
 func (p *pipeline) openWindows() int {
 	n := 0
 	for _, t := range p.tasks {
-		n += t.job.windows.Count() + t.job.session.Count()
+		n += t.job.sessions.Open()
 	}
 	return n
 }

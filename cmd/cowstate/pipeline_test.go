@@ -76,8 +76,8 @@ func TestWatermarksIgnoreCheckpointTiming(t *testing.T) {
 		if err := live.run(pos); err != nil {
 			t.Fatal(err)
 		}
-		refWatermarks[pos] = ref.tasks[0].job.timers.CurrentWatermark()
-		if got := live.tasks[0].job.timers.CurrentWatermark(); got != refWatermarks[pos] {
+		refWatermarks[pos] = ref.tasks[0].job.sessions.Watermark()
+		if got := live.tasks[0].job.sessions.Watermark(); got != refWatermarks[pos] {
 			t.Fatalf("checkpointed run: watermark %d after event offset %d, uninterrupted run %d", got, pos, refWatermarks[pos])
 		}
 		if pos == release {
@@ -115,7 +115,7 @@ func TestWatermarksIgnoreCheckpointTiming(t *testing.T) {
 	if err := restored.seek(int64(deferred)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := restored.tasks[0].job.timers.CurrentWatermark(), refWatermarks[deferred]; got != want {
+	if got, want := restored.tasks[0].job.sessions.Watermark(), refWatermarks[deferred]; got != want {
 		t.Fatalf("restored run: watermark %d at offset %d, uninterrupted run %d", got, deferred, want)
 	}
 	for _, p := range []*pipeline{ref, restored} {
