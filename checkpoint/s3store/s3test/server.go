@@ -152,21 +152,17 @@ func Binary() (string, error) {
 // which rejects any other name). An empty prefix= is left out because
 // blob passes it on to s3blob, which rejects it as unknown.
 func (s *Server) URL(prefix string) string {
-	q := url.Values{}
-	if prefix != "" {
-		q.Set("prefix", prefix)
-	}
-	q.Set("endpoint", s.Endpoint)
-	q.Set("region", Region)
-	q.Set("use_path_style", "true")
-	q.Set("disable_https", "true")
-	q.Set("request_checksum_calculation", "when_required")
-	return "s3://" + s.Bucket + "?" + q.Encode()
+	return s.url(prefix, "disable_https", "true", "request_checksum_calculation", "when_required")
 }
 
 // StoreURL returns the URL of Bucket with every key under prefix for
 // s3store.Open. The credentials come from the environment: see SetEnv.
-func (s *Server) StoreURL(prefix string) string {
+func (s *Server) StoreURL(prefix string) string { return s.url(prefix) }
+
+// url returns the s3:// URL of Bucket with prefix (left out if empty),
+// the endpoint, the region, path-style addressing and the parameters
+// more (name, value, ...).
+func (s *Server) url(prefix string, more ...string) string {
 	q := url.Values{}
 	if prefix != "" {
 		q.Set("prefix", prefix)
@@ -174,6 +170,9 @@ func (s *Server) StoreURL(prefix string) string {
 	q.Set("endpoint", s.Endpoint)
 	q.Set("region", Region)
 	q.Set("use_path_style", "true")
+	for i := 0; i+1 < len(more); i += 2 {
+		q.Set(more[i], more[i+1])
+	}
 	return "s3://" + s.Bucket + "?" + q.Encode()
 }
 
