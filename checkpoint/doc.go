@@ -36,6 +36,22 @@
 // checkpoint id; a Sink for another system needs transactions that can be
 // prepared durably and committed idempotently (see Sink).
 //
+// # Which restore to call
+//
+//	Resume[M]            a job's loop: take the store over, restore the newest
+//	                     intact checkpoint with the job's metadata, recover its Sink
+//	Peek[M]              the same checkpoint and metadata, read-only (tools, tests)
+//	Store.Restore        the store's owner: checkpoint id (0: newest), never an older one
+//	Store.RestoreNewestIntact  the owner: the newest that restores, reporting the skipped
+//	Store.RestoreSavepoint     the owner: a savepoint
+//	RestoreFrom          read-only, from one or several stores (rescaling in or out)
+//	RestoreJob           read-only, a job of several instances (OpenInstance) rescaled
+//	                     to the key groups of b
+//	RestoreCounting      RestoreFrom that also counts the bytes read
+//
+// The backend's own Restore and RestoreChains read snapshot and delta files
+// that are not in a store.
+//
 // # Objects and the commit protocol
 //
 // A store is a flat namespace of objects, each written once and never
