@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -214,7 +215,7 @@ func (s *CallbackSink) Recover(ctx context.Context, at Recovery) error {
 			return fmt.Errorf("%w: callback sink: removing %s from %s: %w", ErrSink, name, s.st, err)
 		}
 	}
-	slices.SortStableFunc(deliver, func(a, b stagedTxn) int { return cmpUint(a.id, b.id) })
+	slices.SortStableFunc(deliver, func(a, b stagedTxn) int { return cmp.Compare(a.id, b.id) })
 	for _, t := range deliver {
 		if t.records, err = s.readStaged(ctx, t.name); err != nil {
 			return err
@@ -239,16 +240,6 @@ func (s *CallbackSink) Recover(ctx context.Context, at Recovery) error {
 	}
 	s.epoch, s.lastID = at.Epoch, at.Checkpoint
 	return nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // stagedMaxRecords bounds the record count a staged object may claim, so

@@ -148,7 +148,7 @@ func (l *Loop[M]) restore(ctx context.Context, start *Start[M]) error {
 		if err != nil {
 			return err
 		}
-		err = l.store.restore(ctx, m)
+		err = restoreLoopCheckpoint(l.b, m, meta, wms, start, func() error { return l.store.restore(ctx, m) })
 		if errors.Is(err, ErrCorrupt) {
 			start.Skipped = append(start.Skipped, Skip{m.ID, err})
 			continue
@@ -156,12 +156,6 @@ func (l *Loop[M]) restore(ctx context.Context, start *Start[M]) error {
 		if err != nil {
 			return err
 		}
-		if err := l.b.RestoreWatermarks(wms); err != nil {
-			// The restore checked every timer service of the file, and a
-			// loop's watermarks are those of the services at the capture.
-			return fmt.Errorf("%w: %w", ErrMismatch, err)
-		}
-		start.Restored, start.Manifest, start.Meta, start.Watermarks = true, m, meta, wms
 		l.last = m
 		return nil
 	}
@@ -423,15 +417,24 @@ func Peek[M any](ctx context.Context, b *cowstate.Backend, st Storage, id uint64
 	if err != nil {
 		return start, err
 	}
-	ms, err := RestoreFrom(ctx, b, Source{Storage: st, ID: m.ID})
-	if err != nil {
-		return start, err
+	err = restoreLoopCheckpoint(b, m, meta, wms, &start, func() error {
+		_, err := RestoreFrom(ctx, b, Source{Storage: st, ID: m.ID})
+		return err
+	})
+	return start, err
+}
+
+// restoreLoopCheckpoint restores checkpoint m into b by restore, then the
+// watermarks of its loop metadata, and records both in start.
+func restoreLoopCheckpoint[M any](b *cowstate.Backend, m *Manifest, meta M, wms map[string]int64, start *Start[M], restore func() error) error {
+	if err := restore(); err != nil {
+		return err
 	}
 	if err := b.RestoreWatermarks(wms); err != nil {
 		// The restore checked every timer service of the file, and a
 		// loop's watermarks are those of the services at the capture.
-		return start, fmt.Errorf("%w: %w", ErrMismatch, err)
+		return fmt.Errorf("%w: %w", ErrMismatch, err)
 	}
-	start.Restored, start.Manifest, start.Meta, start.Watermarks = true, ms[0], meta, wms
-	return start, nil
+	start.Restored, start.Manifest, start.Meta, start.Watermarks = true, m, meta, wms
+	return nil
 }
