@@ -1,0 +1,27 @@
+// Command s3store is a program of BenchmarkBuildCost (see package buildcost).
+package main
+
+import (
+	"context"
+	"log"
+	"os"
+
+	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/checkpoint"
+	"github.com/cowstate/cowstate/checkpoint/s3store"
+)
+
+func main() {
+	ctx := context.Background()
+	b, err := cowstate.New(cowstate.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := s3store.Open(ctx, os.Args[1])
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := checkpoint.Open(ctx, b, st, checkpoint.Options{}); err != nil {
+		log.Fatal(err)
+	}
+}
