@@ -28,6 +28,11 @@ import (
 //     whose bucket is full, about 11% of them at two keys a bucket on
 //     average, is left out and looked up in no layout; a real design
 //     would size or chain its buckets);
+//   - layout=buckets/search=branchfree: the same buckets, the three slots
+//     compared and the value selected with no branch;
+//   - layout=buckets/alloc=perleaf: the branch-free buckets with each
+//     leaf its own 1 KB heap object behind a directory of pointers, as
+//     cow.Map allocates leaves;
 //   - layout=gomap: the builtin map.
 //
 // It is the measurement behind docs/decisions/0025-lookup-layout-measurements.md:
@@ -58,6 +63,8 @@ func BenchmarkLeafLayout(b *testing.B) {
 		{"layout=sorted", sortedLookup{sorted}},
 		{"layout=sorted/hash=func", sortedFuncLookup{sorted, func(k uint64) uint64 { return mixCall(k) }}},
 		{"layout=buckets", bucketLookup{buckets}},
+		{"layout=buckets/search=branchfree", bucketSelectLookup{buckets}},
+		{"layout=buckets/alloc=perleaf", newLeafBucketLookup(buckets)},
 		{"layout=gomap", gomapLookup(gomap)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -202,7 +209,52 @@ func (l *bucketLeaves) get(k uint64) (uint64, bool) {
 	return 0, false
 }
 
+// getSelect is get with no branch on which slot holds k: all three are
+// compared and the value selected, so no mispredicted branch waits on the
+// bucket's cache miss. An unused slot holds key 0, which no drawn key is
+// (a real design would mark free slots by their tag).
+func (l *bucketLeaves) getSelect(k uint64) (uint64, bool) {
+	b := l.bucket(mix(k))
+	m0, m1, m2 := eqMask(b.kv[0][0], k), eqMask(b.kv[1][0], k), eqMask(b.kv[2][0], k)
+	return b.kv[0][1]&m0 | b.kv[1][1]&m1 | b.kv[2][1]&m2, m0|m1|m2 != 0
+}
+
+// eqMask is all ones when a == b and 0 otherwise, with no branch.
+func eqMask(a, b uint64) uint64 {
+	_, borrow := bits.Sub64(a^b, 1, 0)
+	return -borrow
+}
+
 type bucketLookup struct{ l *bucketLeaves }
+
+// leafBucketLookup holds the same buckets with each leaf its own 1 KB heap
+// object behind a directory of pointers, as cow.Map allocates leaves (the
+// arena is one 32 MB object).
+type leafBucketLookup struct {
+	dir   []*[1 << bucketBits]layoutBucket
+	shift uint
+}
+
+func newLeafBucketLookup(l *bucketLeaves) leafBucketLookup {
+	d := leafBucketLookup{dir: make([]*[1 << bucketBits]layoutBucket, len(l.dir)), shift: l.shift}
+	for i, leaf := range l.dir {
+		p := new([1 << bucketBits]layoutBucket)
+		copy(p[:], l.arena[leaf<<bucketBits:(leaf+1)<<bucketBits])
+		d.dir[i] = p
+	}
+	return d
+}
+
+func (l leafBucketLookup) get(k uint64) (uint64, bool) {
+	h := mix(k)
+	b := &l.dir[h>>l.shift][h>>(l.shift-bucketBits)&(1<<bucketBits-1)]
+	m0, m1, m2 := eqMask(b.kv[0][0], k), eqMask(b.kv[1][0], k), eqMask(b.kv[2][0], k)
+	return b.kv[0][1]&m0 | b.kv[1][1]&m1 | b.kv[2][1]&m2, m0|m1|m2 != 0
+}
+
+type bucketSelectLookup struct{ l *bucketLeaves }
+
+func (b bucketSelectLookup) get(k uint64) (uint64, bool) { return b.l.getSelect(k) }
 
 func (b bucketLookup) get(k uint64) (uint64, bool) { return b.l.get(k) }
 
