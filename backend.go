@@ -42,6 +42,7 @@ type timerService interface {
 	queues() (event, processing *timerqueue.Queue)
 	CurrentWatermark() int64
 	restoreWatermark(wm int64)
+	checkTimer(key, ns string) error
 }
 
 // queue returns the queue of a service for a time domain.

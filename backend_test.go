@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -62,10 +63,11 @@ func TestBackend_SlowCheckpointScenario(t *testing.T) {
 		t.Fatalf("fired %d, %v; want 1", n, err)
 	}
 	var got []int64
-	for tm, err := range timers.EventTimersAt(snap) {
-		if err != nil {
-			t.Fatal(err)
-		}
+	at, err := timers.EventTimersAt(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tm := range at {
 		got = append(got, tm.Timestamp)
 	}
 	if !slices.Equal(got, []int64{3, 4, 5}) {
@@ -219,13 +221,13 @@ func (bm *backendMachine) check(t *rapid.T, snap *Snapshot, m backendModel) {
 	}
 	seq := bm.timers.EventTimers()
 	if snap != nil {
-		seq = bm.timers.EventTimersAt(snap)
-	}
-	var got []timerKey
-	for tm, err := range seq {
-		if err != nil {
+		var err error
+		if seq, err = bm.timers.EventTimersAt(snap); err != nil {
 			t.Fatal(err)
 		}
+	}
+	var got []timerKey
+	for tm := range seq {
 		got = append(got, timerKey{tm.Timestamp, tm.Key})
 	}
 	if want := m.sortedTimers(); !slices.Equal(got, want) {
@@ -360,8 +362,13 @@ func TestBackend_ConcurrentSnapshotReaders(t *testing.T) {
 					return
 				}
 			}
+			at, err := timers.EventTimersAt(snap)
+			if err != nil {
+				errs <- err
+				return
+			}
 			n := 0
-			for range timers.EventTimersAt(snap) {
+			for range at {
 				n++
 			}
 			if n != wantTimers {
@@ -427,10 +434,13 @@ func TestBackend_ForeignSnapshot(t *testing.T) {
 }
 
 // first returns the first element of seq, or an error if it yields none.
-func first[T any](seq func(func(T, error) bool)) (T, error) {
-	for v, err := range seq {
-		return v, err
-	}
+func first[T any](seq iter.Seq[T], err error) (T, error) {
 	var zero T
+	if err != nil {
+		return zero, err
+	}
+	for v := range seq {
+		return v, nil
+	}
 	return zero, errors.New("no element")
 }

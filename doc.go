@@ -23,6 +23,19 @@
 // explicit codecs; Timers registers a timer service per key, and
 // NamespacedTimers one per key and namespace.
 //
+// # Iteration
+//
+// Every sequence is a plain iter.Seq (iter.Seq2 for pairs, such as a map
+// state's user keys and values). A read that can fail returns its error
+// before the sequence: a read at a snapshot of another backend, say
+// (KeysAt, EventTimersAt, ListState.Get for a key of a key group the
+// backend does not own). The sequence itself never fails: what it decodes
+// was encoded by the state's own codecs, or checked to decode by the
+// restore that read it. A loop over the live state (Keys, EventTimers, a
+// list or map of one key) sees what was there when the loop began and may
+// write any state, through a capture held while the loop runs and
+// released when it ends, however it ends.
+//
 // # Caveats
 //
 //   - Single writer: a Backend, its states and its timer services belong to

@@ -223,14 +223,10 @@ func (v *ValueState[K, V]) LookupAt(snap *Snapshot, key K) (V, bool, error) {
 func (v *ValueState[K, V]) Count() int { return v.s.Count() }
 
 // Keys yields the keys with a value in entry-hash order (deterministic).
-// The state must not be written during the iteration: use ForEachKey.
+// The loop's body may read and write any state: the keys are those there
+// were when the loop began. O(keys), plus the copy-on-write of what the
+// body writes; writer goroutine only.
 func (v *ValueState[K, V]) Keys() iter.Seq[K] { return v.s.Keys(noNamespace) }
-
-// ForEachKey calls fn for every key with a value, over a capture taken on
-// entry, so fn may write any state; its first error stops the iteration.
-func (v *ValueState[K, V]) ForEachKey(fn func(key K) error) error {
-	return v.s.ForEachKey(noNamespace, fn)
-}
 
 // KeysAt yields the keys with a value in a snapshot; any goroutine while
 // snap is live.
@@ -329,11 +325,6 @@ func (l *ListState[K, E]) Count() int { return l.s.Count() }
 
 // Keys yields the keys with a list (see ValueState.Keys).
 func (l *ListState[K, E]) Keys() iter.Seq[K] { return l.s.Keys(noNamespace) }
-
-// ForEachKey calls fn for every key with a list (see ValueState.ForEachKey).
-func (l *ListState[K, E]) ForEachKey(fn func(key K) error) error {
-	return l.s.ForEachKey(noNamespace, fn)
-}
 
 // Namespaced returns the state as registered, with its (noNamespace) namespace.
 func (l *ListState[K, E]) Namespaced() *NamespacedListState[K, VoidNamespace, E] { return l.s }
@@ -436,11 +427,6 @@ func (m *MapState[K, UK, UV]) Count() int { return m.s.Count() }
 // Keys yields the keys with a map (see ValueState.Keys).
 func (m *MapState[K, UK, UV]) Keys() iter.Seq[K] { return m.s.Keys(noNamespace) }
 
-// ForEachKey calls fn for every key with a map (see ValueState.ForEachKey).
-func (m *MapState[K, UK, UV]) ForEachKey(fn func(key K) error) error {
-	return m.s.ForEachKey(noNamespace, fn)
-}
-
 // Namespaced returns the state as registered, with its (noNamespace) namespace.
 func (m *MapState[K, UK, UV]) Namespaced() *NamespacedMapState[K, VoidNamespace, UK, UV] {
 	return m.s
@@ -499,11 +485,6 @@ func (r *ReducingState[K, V]) Count() int { return r.s.Count() }
 
 // Keys yields the keys with a value (see ValueState.Keys).
 func (r *ReducingState[K, V]) Keys() iter.Seq[K] { return r.s.Keys(noNamespace) }
-
-// ForEachKey calls fn for every key with a value (see ValueState.ForEachKey).
-func (r *ReducingState[K, V]) ForEachKey(fn func(key K) error) error {
-	return r.s.ForEachKey(noNamespace, fn)
-}
 
 // Namespaced returns the state as registered, with its (noNamespace) namespace.
 func (r *ReducingState[K, V]) Namespaced() *NamespacedReducingState[K, VoidNamespace, V] { return r.s }
@@ -567,12 +548,6 @@ func (a *AggregatingState[K, IN, ACC, OUT]) Count() int { return a.s.Count() }
 
 // Keys yields the keys with an accumulator (see ValueState.Keys).
 func (a *AggregatingState[K, IN, ACC, OUT]) Keys() iter.Seq[K] { return a.s.Keys(noNamespace) }
-
-// ForEachKey calls fn for every key with an accumulator (see
-// ValueState.ForEachKey).
-func (a *AggregatingState[K, IN, ACC, OUT]) ForEachKey(fn func(key K) error) error {
-	return a.s.ForEachKey(noNamespace, fn)
-}
 
 // Namespaced returns the state as registered, with its (noNamespace) namespace.
 func (a *AggregatingState[K, IN, ACC, OUT]) Namespaced() *NamespacedAggregatingState[K, VoidNamespace, IN, ACC, OUT] {

@@ -88,16 +88,30 @@ func (t *TimerService[K]) NextEventTime() (int64, bool) { return t.s.NextEventTi
 // timer is due.
 func (t *TimerService[K]) NextProcessingTime() (int64, bool) { return t.s.NextProcessingTime() }
 
-// EventTimers yields the live event-time timers in firing order: key and
-// timestamp. Do not register or delete timers during the iteration.
-func (t *TimerService[K]) EventTimers() iter.Seq2[Timer[K, VoidNamespace], error] {
+// EventTimers yields the live event-time timers in firing order, as they
+// were when the loop began: the body may register and delete timers.
+// Writer goroutine only.
+func (t *TimerService[K]) EventTimers() iter.Seq[Timer[K, VoidNamespace]] {
 	return t.s.EventTimers()
 }
 
-// EventTimersAt yields the event-time timers of a snapshot in firing
-// order; any goroutine while the snapshot is live.
-func (t *TimerService[K]) EventTimersAt(snap *Snapshot) iter.Seq2[Timer[K, VoidNamespace], error] {
+// ProcessingTimers yields the live processing-time timers in firing order
+// (see EventTimers).
+func (t *TimerService[K]) ProcessingTimers() iter.Seq[Timer[K, VoidNamespace]] {
+	return t.s.ProcessingTimers()
+}
+
+// EventTimersAt returns the event-time timers of a snapshot in firing
+// order; any goroutine while the snapshot is live. A snapshot of another
+// backend (or nil) is an error matching ErrForeignSnapshot.
+func (t *TimerService[K]) EventTimersAt(snap *Snapshot) (iter.Seq[Timer[K, VoidNamespace]], error) {
 	return t.s.EventTimersAt(snap)
+}
+
+// ProcessingTimersAt returns the processing-time timers of a snapshot (see
+// EventTimersAt).
+func (t *TimerService[K]) ProcessingTimersAt(snap *Snapshot) (iter.Seq[Timer[K, VoidNamespace]], error) {
+	return t.s.ProcessingTimersAt(snap)
 }
 
 // Namespaced returns the service with namespaces, all VoidNamespace.

@@ -229,6 +229,10 @@ func (s sink) RestoreTimer(service string, d timerqueue.Domain, g int, ts int64,
 	if kg := statetable.KeyGroupOfKey([]byte(key), s.b.MaxParallelism()); kg != g {
 		return fmt.Errorf("%w: timer of key group %d in the section of key group %d", snapshot.ErrCorrupt, kg, g)
 	}
-	queueOf(s.b.services[service], d).Register(timerqueue.Timer{Timestamp: ts, Key: key, Namespace: ns}, g)
+	svc := s.b.services[service]
+	if err := svc.checkTimer(key, ns); err != nil {
+		return fmt.Errorf("%w: %v", snapshot.ErrCorrupt, err)
+	}
+	queueOf(svc, d).Register(timerqueue.Timer{Timestamp: ts, Key: key, Namespace: ns}, g)
 	return nil
 }

@@ -177,15 +177,17 @@ func (s *NamespacedTimerService[K, N]) advance(q *timerqueue.Queue, upTo int64, 
 	return fired, nil
 }
 
-// EventTimersAt yields the event-time timers of a snapshot in firing order;
-// any goroutine while the snapshot is live. A snapshot of another backend
-// (or nil) yields one error matching ErrForeignSnapshot.
-func (s *NamespacedTimerService[K, N]) EventTimersAt(snap *Snapshot) iter.Seq2[Timer[K, N], error] {
+// EventTimersAt returns the event-time timers of a snapshot in firing
+// order; any goroutine while the snapshot is live. A snapshot of another
+// backend (or nil) is an error matching ErrForeignSnapshot; a service
+// registered after the snapshot was taken had no timers in it.
+func (s *NamespacedTimerService[K, N]) EventTimersAt(snap *Snapshot) (iter.Seq[Timer[K, N]], error) {
 	return s.timersAt(snap, true)
 }
 
-// ProcessingTimersAt yields the processing-time timers of a snapshot.
-func (s *NamespacedTimerService[K, N]) ProcessingTimersAt(snap *Snapshot) iter.Seq2[Timer[K, N], error] {
+// ProcessingTimersAt returns the processing-time timers of a snapshot (see
+// EventTimersAt).
+func (s *NamespacedTimerService[K, N]) ProcessingTimersAt(snap *Snapshot) (iter.Seq[Timer[K, N]], error) {
 	return s.timersAt(snap, false)
 }
 
@@ -196,46 +198,70 @@ type Timer[K, N any] struct {
 	Namespace N
 }
 
-func (s *NamespacedTimerService[K, N]) timersAt(snap *Snapshot, event bool) iter.Seq2[Timer[K, N], error] {
-	return func(yield func(Timer[K, N], error) bool) {
-		if snap == nil || snap.capture.Owner() != s.b.owner {
-			yield(Timer[K, N]{}, fmt.Errorf("%w: timer service %q read at a snapshot of another backend, or nil", ErrForeignSnapshot, s.name))
-			return
-		}
-		v, ok := snap.timers[s.name]
-		if !ok {
-			return // registered after the snapshot: it had no timers
-		}
-		q := v.processing
+func (s *NamespacedTimerService[K, N]) timersAt(snap *Snapshot, event bool) (iter.Seq[Timer[K, N]], error) {
+	if snap == nil || snap.capture.Owner() != s.b.owner {
+		return nil, fmt.Errorf("%w: timer service %q read at a snapshot of another backend, or nil", ErrForeignSnapshot, s.name)
+	}
+	v, ok := snap.timers[s.name]
+	if !ok {
+		return func(func(Timer[K, N]) bool) {}, nil // registered after the snapshot
+	}
+	q := v.processing
+	if event {
+		q = v.event
+	}
+	return func(yield func(Timer[K, N]) bool) { s.decodeAll(q.All(), yield) }, nil
+}
+
+// EventTimers yields the live event-time timers in firing order, as they
+// were when the loop began: it reads a capture taken then and released
+// when the loop ends, so the loop's body may register and delete timers
+// and write any state. Writer goroutine only.
+func (s *NamespacedTimerService[K, N]) EventTimers() iter.Seq[Timer[K, N]] { return s.live(true) }
+
+// ProcessingTimers yields the live processing-time timers in firing order
+// (see EventTimers).
+func (s *NamespacedTimerService[K, N]) ProcessingTimers() iter.Seq[Timer[K, N]] { return s.live(false) }
+
+func (s *NamespacedTimerService[K, N]) live(event bool) iter.Seq[Timer[K, N]] {
+	return func(yield func(Timer[K, N]) bool) {
+		q := s.processing
 		if event {
-			q = v.event
+			q = s.event
 		}
-		s.decodeAll(q.All(), yield)
+		c := s.b.owner.Capture()
+		defer c.Release()
+		s.decodeAll(q.View(c).All(), yield)
 	}
 }
 
-// EventTimers yields the live event-time timers in firing order. Do not
-// register or delete timers during the iteration.
-func (s *NamespacedTimerService[K, N]) EventTimers() iter.Seq2[Timer[K, N], error] {
-	return func(yield func(Timer[K, N], error) bool) { s.decodeAll(s.event.All(), yield) }
-}
-
-// ProcessingTimers yields the live processing-time timers in firing order.
-func (s *NamespacedTimerService[K, N]) ProcessingTimers() iter.Seq2[Timer[K, N], error] {
-	return func(yield func(Timer[K, N], error) bool) { s.decodeAll(s.processing.All(), yield) }
-}
-
-// decodeAll decodes the timers of seq; a decode error is yielded and ends
-// the iteration.
-func (s *NamespacedTimerService[K, N]) decodeAll(seq iter.Seq2[timerqueue.Timer, int], yield func(Timer[K, N], error) bool) {
+// decodeAll decodes and yields the timers of seq. Their keys and
+// namespaces decode: the service encoded them, or a restore checked them
+// (checkTimer).
+func (s *NamespacedTimerService[K, N]) decodeAll(seq iter.Seq2[timerqueue.Timer, int], yield func(Timer[K, N]) bool) {
 	for t := range seq {
 		k, err := s.kc.Decode([]byte(t.Key))
 		var n N
 		if err == nil {
 			n, err = s.nc.Decode([]byte(t.Namespace))
 		}
-		if !yield(Timer[K, N]{t.Timestamp, k, n}, err) || err != nil {
+		if err != nil {
+			panic(fmt.Sprintf("cowstate: timer service %q: codecs %v cannot decode their own encoding: %v", s.name, s.codecs(), err))
+		}
+		if !yield(Timer[K, N]{t.Timestamp, k, n}) {
 			return
 		}
 	}
+}
+
+// checkTimer returns an error unless the key and namespace of a timer read
+// from a file decode with the service's codecs.
+func (s *NamespacedTimerService[K, N]) checkTimer(key, ns string) error {
+	if _, err := s.kc.Decode([]byte(key)); err != nil {
+		return fmt.Errorf("timer service %q: a timer key its codec %s cannot decode: %v", s.name, s.kc.ID(), err)
+	}
+	if _, err := s.nc.Decode([]byte(ns)); err != nil {
+		return fmt.Errorf("timer service %q: a timer namespace its codec %s cannot decode: %v", s.name, s.nc.ID(), err)
+	}
+	return nil
 }

@@ -451,18 +451,7 @@ func (c *cowBackend) TimerEntries(service string, d timerqueue.Domain) ([]Timer,
 	if d == timerqueue.ProcessingTime {
 		seq = s.ProcessingTimers()
 	}
-	return collectTimers(seq)
-}
-
-func collectTimers(seq iter.Seq2[Timer, error]) ([]Timer, error) {
-	var out []Timer
-	for t, err := range seq {
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, nil
+	return slices.Collect(seq), nil
 }
 
 // Capture takes a cowstate Snapshot: O(number of states and timer
@@ -515,11 +504,14 @@ func (v *cowView) TimerEntries(service string, d timerqueue.Domain) ([]Timer, er
 	if !ok {
 		return nil, fmt.Errorf("%w: %q in the view", ErrUnknownTimerService, service)
 	}
-	seq := s.EventTimersAt(v.snap)
+	seq, err := s.EventTimersAt(v.snap)
 	if d == timerqueue.ProcessingTime {
-		seq = s.ProcessingTimersAt(v.snap)
+		seq, err = s.ProcessingTimersAt(v.snap)
 	}
-	return collectTimers(seq)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Collect(seq), nil
 }
 
 // WriteSnapshot writes cowstate's snapshot format (cowstate.WriteSnapshot).

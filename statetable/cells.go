@@ -36,10 +36,11 @@ type cells[K, N, C any] struct {
 	// fixedKey is the key codec's fixedInt when N is VoidNamespace: the
 	// composite key is then built inline as a key15 (locateFixed).
 	fixedKey fixedInt
+	keyCheck keyCheck // what a restored composite key must decode as
 }
 
 func newCells[K, N, C any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], equal func(a, b C) bool) *cells[K, N, C] {
-	c := &cells[K, N, C]{t: t, info: info, kc: kc, nc: nc, nillable: nillable[N]()}
+	c := &cells[K, N, C]{t: t, info: info, kc: kc, nc: nc, nillable: nillable[N](), keyCheck: newKeyCheck(kc, nc)}
 	if _, void := any(nc).(voidCodec); void {
 		c.fixedKey = fixedOf(kc)
 	}

@@ -8,68 +8,51 @@ import (
 // Count returns the number of (key, namespace) entries of the state. O(1).
 func (c *cells[K, N, C]) count() int { return c.m.len() }
 
-// Keys yields the keys that have state in namespace ns, in entry-hash order
-// (deterministic). The state must not be written during the iteration; use
-// ForEachKey to write. O(entries of the state).
+// keys yields the keys that have state in namespace ns, in entry-hash
+// order (deterministic), as they were when the iteration began: it reads a
+// capture taken then and released when it ends, so the loop's body may
+// read, write and clear any state. A nil namespace has no keys.
+// O(entries of the state), plus the copy-on-write of what the body writes.
 func (c *cells[K, N, C]) keys(ns N) iter.Seq[K] {
 	return func(yield func(K) bool) {
+		if c.nillable && isNil(ns) {
+			return
+		}
 		want := string(c.nc.Append(nil, ns))
-		c.m.all(func(ck string, _ C) bool {
-			kb, nb, err := splitComposite(ck)
-			if err != nil {
-				panic("statetable: BUG: " + err.Error())
-			}
+		capture := c.t.owner.Capture()
+		defer capture.Release()
+		c.m.view(capture).all(func(_ uint64, ck string, _ C) bool {
+			kb, nb := mustSplit(ck, c.info)
 			return nb != want || yield(mustDecode(c.kc, kb, c.info))
 		})
 	}
 }
 
-// Pairs yields every (key, namespace) pair that has state, in entry-hash
-// order. The state must not be written during the iteration.
+// pairs yields every (key, namespace) pair that has state, in entry-hash
+// order, as they were when the iteration began (see keys).
 func (c *cells[K, N, C]) pairs() iter.Seq2[K, N] {
 	return func(yield func(K, N) bool) {
-		c.m.all(func(ck string, _ C) bool {
-			kb, nb, err := splitComposite(ck)
-			if err != nil {
-				panic("statetable: BUG: " + err.Error())
-			}
+		capture := c.t.owner.Capture()
+		defer capture.Release()
+		c.m.view(capture).all(func(_ uint64, ck string, _ C) bool {
+			kb, nb := mustSplit(ck, c.info)
 			return yield(mustDecode(c.kc, kb, c.info), mustDecode(c.nc, nb, c.info))
 		})
 	}
 }
 
-// ForEachKey calls fn for every key that has state in namespace ns, in
-// entry-hash order; fn may read, write and clear the state of that key (and
-// any other state). It iterates a capture taken on entry, so it sees the
-// keys as they were then, whatever fn does; the capture is released on
-// return. The first error fn returns stops the iteration and is returned.
-// Cost: O(entries) plus the copy-on-write of what fn writes.
-func (c *cells[K, N, C]) forEachKey(ns N, fn func(key K) error) error {
-	capture := c.t.owner.Capture()
-	defer capture.Release()
-	want := string(c.nc.Append(nil, ns))
-	var err error
-	c.m.view(capture).all(func(_ uint64, ck string, _ C) bool {
-		kb, nb, e := splitComposite(ck)
-		if e != nil {
-			err = fmt.Errorf("state %q: %w", c.info.Name, e)
-			return false
-		}
-		if nb != want {
-			return true
-		}
-		k, e := c.kc.Decode([]byte(kb))
-		if e != nil {
-			err = fmt.Errorf("state %q: key: %w", c.info.Name, e)
-			return false
-		}
-		err = fn(k)
-		return err == nil
-	})
-	return err
+// mustSplit splits a composite key this package built or a restore
+// checked (keyCheck): failure is a bug.
+func mustSplit(ck string, info StateInfo) (key, ns string) {
+	kb, nb, err := splitComposite(ck)
+	if err != nil {
+		panic(fmt.Sprintf("statetable: BUG: state %q: %v", info.Name, err))
+	}
+	return kb, nb
 }
 
-// mustDecode decodes bytes this package encoded with c: failure means the
+// mustDecode decodes bytes this package encoded with c, or that a restore
+// checked decode (keyCheck): failure means the
 // codec cannot decode its own output, a bug in the codec.
 func mustDecode[T any](c Codec[T], b string, info StateInfo) T {
 	v, err := c.Decode([]byte(b))
@@ -94,10 +77,7 @@ func (c *cells[K, N, C]) pairsAt(snap *Snapshot) (iter.Seq2[K, N], error) {
 	}
 	return func(yield func(K, N) bool) {
 		view.all(func(_ uint64, ck string, _ C) bool {
-			kb, nb, err := splitComposite(ck)
-			if err != nil {
-				panic("statetable: BUG: " + err.Error())
-			}
+			kb, nb := mustSplit(ck, c.info)
 			return yield(mustDecode(c.kc, kb, c.info), mustDecode(c.nc, nb, c.info))
 		})
 	}, nil
@@ -118,10 +98,7 @@ func (c *cells[K, N, C]) keysAt(snap *Snapshot, ns N) (iter.Seq[K], error) {
 	want := string(c.nc.Append(nil, ns))
 	return func(yield func(K) bool) {
 		view.all(func(_ uint64, ck string, _ C) bool {
-			kb, nb, err := splitComposite(ck)
-			if err != nil {
-				panic("statetable: BUG: " + err.Error())
-			}
+			kb, nb := mustSplit(ck, c.info)
 			return nb != want || yield(mustDecode(c.kc, kb, c.info))
 		})
 	}, nil
@@ -133,7 +110,6 @@ type enumerator[K, N any] interface {
 	count() int
 	keys(ns N) iter.Seq[K]
 	pairs() iter.Seq2[K, N]
-	forEachKey(ns N, fn func(key K) error) error
 	pairsAt(snap *Snapshot) (iter.Seq2[K, N], error)
 	keysAt(snap *Snapshot, ns N) (iter.Seq[K], error)
 }
@@ -148,21 +124,16 @@ type keyed[K, N any] struct{ enum enumerator[K, N] }
 func (k keyed[K, N]) Count() int { return k.enum.count() }
 
 // Keys yields the keys that have state in namespace ns, in entry-hash order
-// (deterministic). The state must not be written during the iteration; use
-// ForEachKey to write. O(entries of the state).
+// (deterministic), as they were when the loop began: the loop's body may
+// read, write and clear any state, this key's included. A nil namespace
+// has no keys. O(entries of the state), plus the copy-on-write of what
+// the body writes. Writer goroutine only.
 func (k keyed[K, N]) Keys(ns N) iter.Seq[K] { return k.enum.keys(ns) }
 
 // Pairs yields every (key, namespace) pair that has state, in entry-hash
-// order. The state must not be written during the iteration.
+// order, as they were when the loop began (the body may write, as in
+// Keys). Writer goroutine only.
 func (k keyed[K, N]) Pairs() iter.Seq2[K, N] { return k.enum.pairs() }
-
-// ForEachKey calls fn for every key that has state in namespace ns, in
-// entry-hash order; fn may read, write and clear the state of that key (and
-// any other state). It iterates a capture taken on entry, so it sees the
-// keys as they were then, whatever fn does; the capture is released on
-// return. The first error fn returns stops the iteration and is returned.
-// Cost: O(entries) plus the copy-on-write of what fn writes.
-func (k keyed[K, N]) ForEachKey(ns N, fn func(key K) error) error { return k.enum.forEachKey(ns, fn) }
 
 // PairsAt returns the (key, namespace) pairs that have state in snap, in
 // entry-hash order: by key group, then key hash, then namespace hash, so

@@ -149,6 +149,9 @@ func (c *cells[K, N, C]) decodeEntry(ck string, cellBytes []byte, dec func([]byt
 	if err != nil {
 		return 0, zero, fmt.Errorf("state %q: %w", c.info.Name, err)
 	}
+	if err := c.keyCheck.check(readOnlyBytes(kb), readOnlyBytes(nb)); err != nil {
+		return 0, zero, fmt.Errorf("%w: state %q: %s", ErrDecode, c.info.Name, err)
+	}
 	keyHash := HashKey(readOnlyBytes(kb))
 	if g := KeyGroupOf(keyHash, c.t.maxPar); !c.t.owned.Contains(g) {
 		return 0, zero, fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, c.t.owned)

@@ -228,22 +228,29 @@ func (s *ListState[K, N, E]) Update(key K, ns N, es iter.Seq[E]) error {
 	return s.store(key, ns, s.appendTo(list[E]{}, slices.Collect(es)))
 }
 
-// Get yields the elements of the list of (key, ns) in order: the version
-// current at the call (the list is persistent, so later writes do not
-// disturb the iteration; but they may reuse nodes in place if no capture
-// pins this version, so finish iterating before writing this list). With
-// a TTL, expired elements are removed by the call, and yielded only if the
-// TTL's visibility returns them; with UpdateOnReadAndWrite the call
-// refreshes every element (O(length)). Writer goroutine only.
+// Get yields the elements of the list of (key, ns) in order, as the list
+// was when the loop began: the loop holds a capture until it ends, so its
+// body may write this list and any other state. With a TTL, expired
+// elements are removed by the call, and yielded only if the TTL's
+// visibility returns them; with UpdateOnReadAndWrite the call refreshes
+// every element (O(length)). Writer goroutine only.
 func (s *ListState[K, N, E]) Get(key K, ns N) (iter.Seq[E], error) {
 	if s.ttl != nil {
 		return s.ttl.get(key, ns)
 	}
-	l, _, err := s.get(key, ns)
-	if err != nil {
+	if _, _, err := s.get(key, ns); err != nil {
 		return nil, err
 	}
-	return l.All(), nil
+	return func(yield func(E) bool) {
+		pin := s.t.owner.Capture()
+		defer pin.Release()
+		l, _, _ := s.get(key, ns) // it succeeded above
+		for e := range l.All() {
+			if !yield(e) {
+				return
+			}
+		}
+	}, nil
 }
 
 // GetAt is Get on a snapshot; any goroutine while the snapshot is live.

@@ -177,8 +177,13 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 		if kn <= 0 || kl > uint64(len(ck)-kn) {
 			return 0, c.runError(i, n, off, "bad key length prefix in the composite key")
 		}
+		nsStart := ks + kn + int(kl)
+		kb := b[ks+kn : nsStart]
+		if err := c.keyCheck.check(kb, b[nsStart:ke]); err != nil {
+			return 0, c.runError(i, n, off, err.Error())
+		}
 		var keyHash uint64
-		if kb := b[ks+kn : ks+kn+int(kl)]; len(kb) == 8 {
+		if len(kb) == 8 {
 			keyHash = hash8(binary.LittleEndian.Uint64(kb)) // HashKey's, inline
 		} else {
 			keyHash = HashKey(kb)
@@ -188,7 +193,7 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 			return 0, fmt.Errorf("%w: state %q: restored key in key group %d, table owns %v", ErrKeyGroupNotOwned, c.info.Name, g, owned)
 		}
 		h := keyHash&^(1<<(64-keyHashBits)-1) | emptyNamespaceHash
-		if nsStart := ks + kn + int(kl); nsStart < ke {
+		if nsStart < ke {
 			h = EntryHash(keyHash, b[nsStart:ke])
 		}
 		var cell C
@@ -232,7 +237,9 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 				e.Key = makeKey[key15](ck)
 			}
 			e.Val = cell
-			if fixed.w != 0 && pc == fixed.w && pk <= key15Max && pkl == pk-1 {
+			// The entries restoreAlike takes have this one's key length
+			// and no namespace, which the check above passed.
+			if fixed.w != 0 && pc == fixed.w && pk <= key15Max && pkl == pk-1 && c.keyCheck.widthOnly() {
 				i, off = c.restoreAlike(&run, i, n, off, b, pk, pc, lo, hi, hiOK, fixed)
 			}
 		default:

@@ -350,14 +350,13 @@ func TestTable_StateMachine(t *testing.T) {
 					delete(m.agg, sk)
 				}
 			},
-			"ForEachKeyClear": func(rt *rapid.T) {
+			"KeysClear": func(rt *rapid.T) {
 				n := ns.Draw(rt, "ns")
-				err := s.value.ForEachKey(n, func(k string) error {
+				for k := range s.value.Keys(n) {
 					delete(m.value, [2]string{k, n})
-					return s.value.Clear(k, n)
-				})
-				if err != nil {
-					rt.Fatal(err)
+					if err := s.value.Clear(k, n); err != nil {
+						rt.Fatal(err)
+					}
 				}
 			},
 			"Snapshot": func(rt *rapid.T) {

@@ -147,6 +147,9 @@ func (l *ttlList[K, N, E]) get(key K, ns N) (iter.Seq[E], error) {
 	if !expired && !l.rt.onRead() {
 		l.after(now)
 		return func(yield func(E) bool) {
+			pin := l.inner.t.owner.Capture()
+			defer pin.Release()
+			c, _, _ := l.inner.get(key, ns) // the list as the loop begins (it succeeded above)
 			for e := range c.All() {
 				if !yield(e.v) {
 					return

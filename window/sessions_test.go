@@ -178,10 +178,7 @@ func TestSessions_AgainstModel(t *testing.T) {
 			}
 		}
 		var timers []string
-		for tm, err := range j.timers.EventTimers() {
-			if err != nil {
-				t.Fatal(err)
-			}
+		for tm := range j.timers.EventTimers() {
 			timers = append(timers, fmt.Sprint(tm.Key, tm.Namespace, tm.Timestamp))
 		}
 		var want []string
@@ -228,10 +225,7 @@ func TestSessions_MergeKeepsStateWindow(t *testing.T) {
 		t.Fatalf("merged session holds %d elements (%v), want 3", n, err)
 	}
 	var timers []int64
-	for tm, err := range j.timers.EventTimers() {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for tm := range j.timers.EventTimers() {
 		timers = append(timers, tm.Timestamp)
 	}
 	if !slices.Equal(timers, []int64{129}) {

@@ -62,16 +62,18 @@ func (j *Job) Dump(t testing.TB, snap *cowstate.Snapshot) []string {
 			})
 		}
 	}
-	for tm, err := range j.Timers.EventTimersAt(snap) {
-		if err != nil {
-			t.Fatal(err)
-		}
+	eventTimers, err := j.Timers.EventTimersAt(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tm := range eventTimers {
 		out = append(out, fmt.Sprintf("event %d %s %s", tm.Timestamp, tm.Key, tm.Namespace))
 	}
-	for tm, err := range j.Timers.ProcessingTimersAt(snap) {
-		if err != nil {
-			t.Fatal(err)
-		}
+	procTimers, err := j.Timers.ProcessingTimersAt(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tm := range procTimers {
 		out = append(out, fmt.Sprintf("proc %d %s %s", tm.Timestamp, tm.Key, tm.Namespace))
 	}
 	slices.Sort(out)
