@@ -174,7 +174,7 @@ func TestValue_SameStateAsNamespacedWithVoid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Restore(context.Background(), r); err != nil {
+	if err := b.RestoreSnapshot(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	if n := must(count.Get("bob"))(t); n != 2 {
@@ -539,7 +539,7 @@ func TestRestore_KeysTheCodecsCannotDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = dst.Restore(context.Background(), r)
+			err = dst.RestoreSnapshot(context.Background(), r)
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "cannot decode") {
 				t.Fatalf("Restore: %v, want an error naming %s and the key", err, c.want)
 			}

@@ -154,7 +154,7 @@ func (w *Write) Progress() (bytes, entries int64) {
 	return w.progress.Bytes.Load(), w.progress.Entries.Load()
 }
 
-// Restore reads into b the key groups b owns from a snapshot file: all of
+// RestoreSnapshot reads into b the key groups b owns from a snapshot file: all of
 // them, or a subset when b owns fewer (rescaling). Every state and timer
 // service in the file must be registered on b with the same kind and codecs,
 // and the max parallelism must match (else an error matching
@@ -165,7 +165,7 @@ func (w *Write) Progress() (bytes, entries int64) {
 // at the restore. b must hold nothing yet (else ErrNotEmpty), and a
 // restore that fails part way leaves it empty: it is RestoreChains of one
 // chain with no delta. Writer goroutine only.
-func (b *Backend) Restore(ctx context.Context, r *snapshot.Reader) error {
+func (b *Backend) RestoreSnapshot(ctx context.Context, r *snapshot.Reader) error {
 	return b.RestoreChains(ctx, Chain{Full: r})
 }
 

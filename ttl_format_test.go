@@ -237,7 +237,7 @@ func TestTTL_FileRoundTrip(t *testing.T) {
 		}
 		return r
 	}
-	fromFull := func(b2 *cowstate.Backend) error { return b2.Restore(context.Background(), open(full.Bytes())) }
+	fromFull := func(b2 *cowstate.Backend) error { return b2.RestoreSnapshot(context.Background(), open(full.Bytes())) }
 	fromChain := func(b2 *cowstate.Backend) error {
 		dr, err := delta.Open(bytes.NewReader(dbuf.Bytes()), int64(dbuf.Len()))
 		if err != nil {
@@ -249,7 +249,7 @@ func TestTTL_FileRoundTrip(t *testing.T) {
 		}
 		return b2.RestoreChains(context.Background(), cowstate.Chain{Full: open(full.Bytes()), FullID: 1, Deltas: []*delta.Delta{dd}})
 	}
-	fromSavepoint := func(b2 *cowstate.Backend) error { return b2.Restore(context.Background(), open(sp.Bytes())) }
+	fromSavepoint := func(b2 *cowstate.Backend) error { return b2.RestoreSnapshot(context.Background(), open(sp.Bytes())) }
 	for _, c := range []struct {
 		name  string
 		at    int64
@@ -275,7 +275,7 @@ func TestTTL_FileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	registerV1(t, b3, nil)
-	if err := b3.Restore(context.Background(), open(full.Bytes())); !errors.Is(err, snapshot.ErrMismatch) || !errors.Is(err, statetable.ErrStateMismatch) {
+	if err := b3.RestoreSnapshot(context.Background(), open(full.Bytes())); !errors.Is(err, snapshot.ErrMismatch) || !errors.Is(err, statetable.ErrStateMismatch) {
 		t.Fatalf("TTL file into states without TTL: %v, want ErrMismatch", err)
 	}
 }

@@ -101,7 +101,7 @@ func BenchmarkRestore(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := be.Restore(context.Background(), r); err != nil {
+				if err := be.RestoreSnapshot(context.Background(), r); err != nil {
 					b.Fatal(err)
 				}
 				if v.Count() != size {

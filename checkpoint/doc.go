@@ -38,19 +38,18 @@
 //
 // # Which restore to call
 //
-//	Resume[M]            a job's loop: take the store over, restore the newest
-//	                     intact checkpoint with the job's metadata, recover its Sink
-//	Peek[M]              the same checkpoint and metadata, read-only (tools, tests)
-//	Store.Restore        the store's owner: checkpoint id (0: newest), never an older one
+//	Resume[M]                  a job's loop: take the store over, restore the newest
+//	                           intact checkpoint with the job's metadata, recover its Sink
+//	Peek[M]                    the same checkpoint and metadata, read-only (tools, tests)
+//	Store.Restore              the store's owner: checkpoint id (0: newest), never an older one
 //	Store.RestoreNewestIntact  the owner: the newest that restores, reporting the skipped
 //	Store.RestoreSavepoint     the owner: a savepoint
-//	RestoreFrom          read-only, from one or several stores (rescaling in or out)
-//	RestoreJob           read-only, a job of several instances (OpenInstance) rescaled
-//	                     to the key groups of b
-//	RestoreCounting      RestoreFrom that also counts the bytes read
+//	RestoreFrom                read-only, from one or several stores (rescaling in or out)
+//	RestoreInstances           read-only, a job of several instances (OpenInstance),
+//	                           rescaled to the key groups of b
 //
-// The backend's own Restore and RestoreChains read snapshot and delta files
-// that are not in a store.
+// The backend's own RestoreSnapshot (one snapshot file) and RestoreChains
+// (a full snapshot and its deltas) read files that are not in a store.
 //
 // # Objects and the commit protocol
 //

@@ -184,13 +184,13 @@ func covers(ms []*Manifest) bool {
 	return len(ms) > 0 && next == ms[0].MaxParallelism
 }
 
-// RestoreJob restores into b, which must be empty, the key groups b owns
+// RestoreInstances restores into b, which must be empty, the key groups b owns
 // from job checkpoint id (0: the newest complete one), or from savepoint
 // id: it reads the intersecting part of every instance's checkpoint (only
 // their sections, by ranged reads), all or nothing, as RestoreFrom does.
 // The checkpoint must be complete (else ErrNoCheckpoint). It returns the
 // job checkpoint restored. Writer goroutine of b.
-func RestoreJob(ctx context.Context, b *cowstate.Backend, job Storage, id uint64, savepoint bool) (*JobCheckpoint, error) {
+func RestoreInstances(ctx context.Context, b *cowstate.Backend, job Storage, id uint64, savepoint bool) (*JobCheckpoint, error) {
 	jcs, err := ListJob(ctx, job)
 	if err != nil && len(jcs) == 0 {
 		return nil, err

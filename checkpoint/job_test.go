@@ -81,7 +81,7 @@ func (r *jobRun) rescale(id uint64, savepoint bool, ranges []statetable.KeyGroup
 	}
 	r.start(ranges)
 	for _, j := range r.instances {
-		if _, err := RestoreJob(bg, j.B, r.st, id, savepoint); err != nil {
+		if _, err := RestoreInstances(bg, j.B, r.st, id, savepoint); err != nil {
 			r.t.Fatalf("restore of key groups %v: %v", j.B.KeyGroups(), err)
 		}
 	}
@@ -154,7 +154,7 @@ func TestJob_Rescale(t *testing.T) {
 				cp.Wait()
 			}
 			j := testjob.New(t, 16, nil)
-			if _, err := RestoreJob(bg, j.B, r.st, id+5, false); !errors.Is(err, ErrNoCheckpoint) {
+			if _, err := RestoreInstances(bg, j.B, r.st, id+5, false); !errors.Is(err, ErrNoCheckpoint) {
 				t.Fatalf("restore of an incomplete job checkpoint: %v", err)
 			}
 			for _, s := range r.stores {

@@ -163,9 +163,9 @@ func RestoreFrom(ctx context.Context, b *cowstate.Backend, sources ...Source) ([
 	return restoreFrom(ctx, b, sources, nil)
 }
 
-// RestoreCounting is RestoreFrom that also returns the bytes it read from
-// the storages (the metric of BenchmarkRestoreRange).
-func RestoreCounting(ctx context.Context, b *cowstate.Backend, sources ...Source) ([]*Manifest, int64, error) {
+// restoreCounting is RestoreFrom that also returns the bytes it read from
+// the checkpoints' segments.
+func restoreCounting(ctx context.Context, b *cowstate.Backend, sources ...Source) ([]*Manifest, int64, error) {
 	var fetched atomic.Int64
 	ms, err := restoreFrom(ctx, b, sources, &fetched)
 	return ms, fetched.Load(), err

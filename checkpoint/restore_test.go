@@ -34,7 +34,7 @@ func TestRestore_RangeReadsOnlyItsSections(t *testing.T) {
 	var total []string
 	for _, kgs := range []statetable.KeyGroupRange{{First: 0, Last: 3}, {First: 4, Last: 7}, {First: 8, Last: 11}, {First: 12, Last: 15}} {
 		part := testjob.New(t, 16, &kgs)
-		_, fetched, err := RestoreCounting(bg, part.B, Source{Storage: st, ID: 3})
+		_, fetched, err := restoreCounting(bg, part.B, Source{Storage: st, ID: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestRestore_RangeReadsOnlyItsSections(t *testing.T) {
 	}
 	slices.Sort(total)
 	whole := testjob.New(t, 16, nil)
-	_, fetched, err := RestoreCounting(bg, whole.B, Source{Storage: st, ID: 3})
+	_, fetched, err := restoreCounting(bg, whole.B, Source{Storage: st, ID: 3})
 	if err != nil || fetched != m.Size() {
 		t.Fatalf("whole restore: fetched %d of %d: %v", fetched, m.Size(), err)
 	}

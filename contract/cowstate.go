@@ -461,13 +461,13 @@ func (c *cowBackend) Capture() View {
 }
 
 // RestoreSnapshot reads a snapshot file (snapshot.Open) into the backend
-// (cowstate.Backend.Restore).
+// (cowstate.Backend.RestoreSnapshot).
 func (c *cowBackend) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) error {
 	rd, err := snapshot.Open(r, size)
 	if err != nil {
 		return err
 	}
-	return c.b.Restore(ctx, rd)
+	return c.b.RestoreSnapshot(ctx, rd)
 }
 
 // cowView is a Snapshot with the typed handles of the states and services

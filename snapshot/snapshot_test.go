@@ -68,17 +68,17 @@ func TestSnapshot_Mismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := testjob.New(t, 32, nil)
-	if err := other.B.Restore(context.Background(), r); !errors.Is(err, snapshot.ErrMismatch) {
+	if err := other.B.RestoreSnapshot(context.Background(), r); !errors.Is(err, snapshot.ErrMismatch) {
 		t.Fatalf("other max parallelism: %v", err)
 	}
 	b, _ := cowstate.New(cowstate.Config{MaxParallelism: 64})
 	cowstate.NamespacedValue(b, "value", statetable.String, statetable.String, statetable.Int32, 0)
-	if err := b.Restore(context.Background(), r); !errors.Is(err, snapshot.ErrMismatch) {
+	if err := b.RestoreSnapshot(context.Background(), r); !errors.Is(err, snapshot.ErrMismatch) {
 		t.Fatalf("other codec: %v", err)
 	}
 	b2, _ := cowstate.New(cowstate.Config{MaxParallelism: 64})
 	cowstate.NamespacedList(b2, "value", statetable.String, statetable.String, statetable.Int64)
-	if err := b2.Restore(context.Background(), r); !errors.Is(err, snapshot.ErrMismatch) {
+	if err := b2.RestoreSnapshot(context.Background(), r); !errors.Is(err, snapshot.ErrMismatch) {
 		t.Fatalf("other kind: %v", err)
 	}
 }
@@ -135,7 +135,7 @@ func TestSnapshot_Corrupt(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return testjob.New(t, 16, nil).B.Restore(context.Background(), r)
+		return testjob.New(t, 16, nil).B.RestoreSnapshot(context.Background(), r)
 	}
 	for n := 0; n < len(file); n++ {
 		if err := try(file[:n]); !errors.Is(err, snapshot.ErrCorrupt) {
@@ -173,6 +173,6 @@ func FuzzSnapshotRestore(f *testing.F) {
 			}
 			return
 		}
-		testjob.New(t, 16, nil).B.Restore(context.Background(), r) // must not panic
+		testjob.New(t, 16, nil).B.RestoreSnapshot(context.Background(), r) // must not panic
 	})
 }

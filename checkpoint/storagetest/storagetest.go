@@ -197,7 +197,7 @@ func store(t *testing.T, st checkpoint.Storage) {
 	var got []string
 	for _, kgs := range ranges(3) {
 		j := testjob.New(t, maxPar, &kgs)
-		if _, err := checkpoint.RestoreJob(bg, j.B, st, 0, false); err != nil {
+		if _, err := checkpoint.RestoreInstances(bg, j.B, st, 0, false); err != nil {
 			t.Fatalf("%s: restore of key groups %v: %v", st, kgs, err)
 		}
 		got = append(got, j.Dump(t, nil)...)

@@ -149,7 +149,7 @@ type restoreReport struct {
 // into the job's store at the stream offsets every instance checkpoints
 // at (ids = offsets), its results going to the job's sink. With c.restore
 // it first restores its key groups from that job checkpoint
-// (checkpoint.RestoreJob), recovers the sink to it and replays from its
+// (checkpoint.RestoreInstances), recovers the sink to it and replays from its
 // offset.
 //
 // With c.crashAt it stops there: the checkpoints in flight finish their
@@ -200,7 +200,7 @@ func runInstance(ctx context.Context, c *instanceConfig, stdin io.Reader, stdout
 	out := instanceReport{Instance: c.index, KeyGroups: kgs}
 	if c.restore > 0 {
 		t0 := time.Now()
-		jc, err := checkpoint.RestoreJob(ctx, b, st, c.restore, false)
+		jc, err := checkpoint.RestoreInstances(ctx, b, st, c.restore, false)
 		if err != nil {
 			return fmt.Errorf("%s: restore of job checkpoint %d: %w", p.name, c.restore, err)
 		}

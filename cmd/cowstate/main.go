@@ -118,7 +118,7 @@ processing the events of its keys:
                  written, and demo kills them all (SIGKILL);
   rescaled       -rescale-to processes split the key groups anew, each
                  restores its own from the newest complete job checkpoint
-                 (checkpoint.RestoreJob), replays the stream from its
+                 (checkpoint.RestoreInstances), replays the stream from its
                  offset and finishes it, checkpointing on.
 
 There is no restored run of the same parallelism then (-rescale-to n is
@@ -227,7 +227,7 @@ n, reads the whole generated stream and processes the events of its
 keys, checkpointing with checkpoint.OpenInstance into the job's store
 -store at the offsets every instance checkpoints at, its session results
 going to the job's sink in directory -sink. With -restore id it first
-restores its key groups from job checkpoint id (checkpoint.RestoreJob)
+restores its key groups from job checkpoint id (checkpoint.RestoreInstances)
 and replays the stream from there. With -crash-at n it stops after n
 events, once its checkpoints are written, and waits to be killed. It
 reports to cowstate demo as one line of JSON on standard output, and

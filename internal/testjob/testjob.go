@@ -157,7 +157,7 @@ func (j *Job) Restore(t testing.TB, file []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.B.Restore(context.Background(), r); err != nil {
+	if err := j.B.RestoreSnapshot(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 }
