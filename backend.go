@@ -33,6 +33,9 @@ type Backend struct {
 	table    *statetable.Table
 	services map[string]timerService
 	names    []string // services in registration order
+	// restoreNames is what restores do with files' states and services
+	// by the files' names (RestoreAs, DropOnRestore).
+	restoreNames map[string]restoreName
 }
 
 // timerService is what the backend knows of a TimerService, whatever its

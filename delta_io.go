@@ -75,10 +75,16 @@ func (b *Backend) ApplyDelta(ctx context.Context, base uint64, d *delta.Delta) e
 type deltaSink struct{ sink }
 
 func (t deltaSink) DeleteTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error {
-	queueOf(t.b.services[service], d).Delete(timerqueue.Timer{Timestamp: ts, Key: key, Namespace: ns})
+	if name, ok := t.b.restoredName(service); ok {
+		queueOf(t.b.services[name], d).Delete(timerqueue.Timer{Timestamp: ts, Key: key, Namespace: ns})
+	}
 	return nil
 }
 
 func (t deltaSink) ApplyEntries(state string, ops []statetable.EntryOp) error {
-	return t.b.table.ApplyEntriesFrom(state, t.ttl[state], ops)
+	name, ok := t.b.restoredName(state)
+	if !ok {
+		return nil // DropOnRestore
+	}
+	return t.b.table.ApplyEntriesFrom(name, t.ttl[state], ops)
 }

@@ -180,21 +180,36 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 	// Every state and timer service that does not fit is named, not only
 	// the first: a job that forgot several registrations learns of all.
 	var errs []error
+	if err := b.checkRestoreNames(m); err != nil {
+		errs = append(errs, err)
+	}
 	for _, s := range m.States {
-		have, err := b.table.State(s.Name)
+		name, ok := b.restoredName(s.Name)
+		if !ok {
+			continue // DropOnRestore
+		}
+		as := ""
+		if name != s.Name {
+			as = fmt.Sprintf(" (restored as %q)", name)
+		}
+		have, err := b.table.State(name)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%w: %v: register it before restoring (%w)", snapshot.ErrMismatch, s, err))
+			errs = append(errs, fmt.Errorf("%w: %v%s: register it before restoring, or say what becomes of it (RestoreAs, DropOnRestore) (%w)", snapshot.ErrMismatch, s, as, err))
 		case have.Kind != s.Kind || fmt.Sprint(have.Codec) != fmt.Sprint(s.Codec):
-			errs = append(errs, fmt.Errorf("%w: %w: file has %v, backend has %v", snapshot.ErrMismatch, statetable.ErrStateMismatch, s, have))
+			errs = append(errs, fmt.Errorf("%w: %w: file has %v%s, backend has %v", snapshot.ErrMismatch, statetable.ErrStateMismatch, s, as, have))
 		case s.TTL && !have.TTL: // entries without TTL restore into a state with one, not the reverse
-			errs = append(errs, fmt.Errorf("%w: %w: file has %v, backend has it without TTL: register it with one", snapshot.ErrMismatch, statetable.ErrStateMismatch, s))
+			errs = append(errs, fmt.Errorf("%w: %w: file has %v%s, backend has it without TTL: register it with one", snapshot.ErrMismatch, statetable.ErrStateMismatch, s, as))
 		}
 	}
 	for _, t := range m.Timers {
-		svc, ok := b.services[t.Name]
-		if !ok || svc.codecs() != t.Codecs {
-			errs = append(errs, fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs", snapshot.ErrMismatch, t.Name, t.Codecs))
+		name, ok := b.restoredName(t.Name)
+		if !ok {
+			continue
+		}
+		svc, registered := b.services[name]
+		if !registered || svc.codecs() != t.Codecs {
+			errs = append(errs, fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs (as %q): register it, or say what becomes of it (RestoreAs, DropOnRestore)", snapshot.ErrMismatch, t.Name, t.Codecs, name))
 		}
 	}
 	switch len(errs) {
@@ -221,15 +236,26 @@ func newSink(b *Backend, m snapshot.Meta) sink {
 	return s
 }
 
+// RestoreEntries restores a run of the file's state into the state it
+// restores as, or skips it (DropOnRestore). The file's own name decides
+// whether its entries carry TTL timestamps.
 func (s sink) RestoreEntries(state string, n int, b []byte) (int, error) {
-	return s.b.table.RestoreRunFrom(state, s.ttl[state], n, b)
+	name, ok := s.b.restoredName(state)
+	if !ok {
+		return statetable.SkipRun(state, n, b)
+	}
+	return s.b.table.RestoreRunFrom(name, s.ttl[state], n, b)
 }
 
 func (s sink) RestoreTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error {
 	if kg := statetable.KeyGroupOfKey([]byte(key), s.b.MaxParallelism()); kg != g {
 		return fmt.Errorf("%w: timer of key group %d in the section of key group %d", snapshot.ErrCorrupt, kg, g)
 	}
-	svc := s.b.services[service]
+	name, ok := s.b.restoredName(service)
+	if !ok {
+		return nil
+	}
+	svc := s.b.services[name]
 	if err := svc.checkTimer(key, ns); err != nil {
 		return fmt.Errorf("%w: %v", snapshot.ErrCorrupt, err)
 	}

@@ -33,16 +33,24 @@ func (b *Backend) RestoreWatermark(name string, wm int64) error {
 	return nil
 }
 
-// RestoreWatermarks is RestoreWatermark for each entry of wms; it checks
-// every name before it sets any.
+// RestoreWatermarks is RestoreWatermark for each entry of wms, a map by
+// the names a checkpoint gave the services, which the restore plan
+// translates (RestoreAs, DropOnRestore); it checks every name before it
+// sets any.
 func (b *Backend) RestoreWatermarks(wms map[string]int64) error {
-	for _, name := range slices.Sorted(maps.Keys(wms)) {
+	for _, file := range slices.Sorted(maps.Keys(wms)) {
+		name, ok := b.restoredName(file)
+		if !ok {
+			continue // DropOnRestore
+		}
 		if _, ok := b.services[name]; !ok {
 			return fmt.Errorf("%w: %q (registered: %v)", ErrUnknownTimerService, name, b.names)
 		}
 	}
-	for name, wm := range wms {
-		b.services[name].restoreWatermark(wm)
+	for file, wm := range wms {
+		if name, ok := b.restoredName(file); ok {
+			b.services[name].restoreWatermark(wm)
+		}
 	}
 	return nil
 }

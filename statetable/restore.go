@@ -322,3 +322,24 @@ func (c *cells[K, N, C]) ttlDecoder(stamped bool) func([]byte) (C, error) {
 		return cell, errExpired
 	}
 }
+
+// SkipRun returns how many bytes of b a run of n entries of the named
+// state takes (see RestoreRun), restoring none: the restore of a state the
+// job dropped. Blobs that run past the end of b are an error wrapping
+// ErrDecode.
+func SkipRun(name string, n int, b []byte) (int, error) {
+	if n < 0 || n > len(b)/2 { // an entry takes at least two bytes
+		return 0, fmt.Errorf("%w: state %q: %d entries cannot fit in %d bytes", ErrDecode, name, n, len(b))
+	}
+	off := 0
+	for i := range n {
+		for range 2 { // the key blob, then the cell blob
+			_, end, ok := blobAt(b, off)
+			if !ok {
+				return 0, fmt.Errorf("%w: state %q: entry %d of %d, at byte %d of the run: a blob runs past the end of the section", ErrDecode, name, i, n, off)
+			}
+			off = end
+		}
+	}
+	return off, nil
+}
