@@ -1,0 +1,425 @@
+package statetable
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+)
+
+// Evolving is a Codec that reads what an earlier version of itself wrote:
+// a value codec whose ID describes its schema, so that a restore which
+// finds another ID in a file asks the registered codec for a decoder of
+// the old bytes instead of refusing them (migration at restore, as Flink's
+// heap backend does). Keys and namespaces never migrate: their bytes
+// decide the key group.
+type Evolving[T any] interface {
+	Codec[T]
+	// DecoderFor returns a decoder of the values a codec with ID old
+	// encoded, or an error matching ErrIncompatible that names what
+	// cannot be read. Called once per restore of a state, not per value.
+	DecoderFor(old string) (func([]byte) (T, error), error)
+}
+
+// ErrIncompatible: a state's values in a file were written by a codec
+// whose values the registered codec cannot read.
+var ErrIncompatible = fmt.Errorf("%w: values written by an incompatible codec", ErrStateMismatch)
+
+// Struct returns the codec of struct type T by its fields' names: its ID
+// is T's schema (every exported field's name and type, in declaration
+// order), and it reads values that an earlier declaration of T wrote
+// (DecoderFor): a field added since takes its zero value, a field removed
+// is dropped, an integer field widened (int32 to int64, uint16 to uint64
+// or to int32) or a float32 made float64 keeps its value; any other change
+// of a field's type is an error naming the field and both types. Renaming
+// a field is a removal and an addition.
+//
+// Fields may be bool, integers, float32, float64, string, []byte, named
+// types of those kinds, and structs of such fields; unexported fields are
+// not stored. Any other field is an error matching ErrNoCodec naming it.
+// Integers are stored as varints and floats by their bits, so a value's
+// encoding is at most a few bytes longer than its fields'. Cost:
+// reflection per value; the decoder of an old schema is built once.
+func Struct[T any]() (Evolving[T], error) {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%w %v: Struct takes a struct type", ErrNoCodec, t)
+	}
+	s, err := schemaOf(t, t.String())
+	if err != nil {
+		return nil, err
+	}
+	return structCodec[T]{s: s, id: "struct" + s.String()}, nil
+}
+
+// fieldSchema is one stored field: its name, its kind, and for a nested
+// struct its fields; index is the field's index in the Go struct (-1 in
+// a schema parsed from an ID).
+type fieldSchema struct {
+	name   string
+	kind   string // bool, int8..int64, uint8..uint64, float32, float64, string, bytes, struct
+	fields structSchema
+	index  int
+}
+
+type structSchema []fieldSchema
+
+func (s structSchema) String() string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, f := range s {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(f.name)
+		b.WriteByte(' ')
+		if f.kind == "struct" {
+			b.WriteString(f.fields.String())
+		} else {
+			b.WriteString(f.kind)
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// schemaOf returns the schema of struct type t; where names t in errors.
+func schemaOf(t reflect.Type, where string) (structSchema, error) {
+	var s structSchema
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		fs := fieldSchema{name: f.Name, index: i}
+		switch k := f.Type.Kind(); k {
+		case reflect.Bool, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64, reflect.String:
+			fs.kind = k.String()
+		case reflect.Int:
+			fs.kind = "int64"
+		case reflect.Uint:
+			fs.kind = "uint64"
+		case reflect.Slice:
+			if f.Type.Elem().Kind() != reflect.Uint8 {
+				return nil, fmt.Errorf("%w: field %s.%s of type %v", ErrNoCodec, where, f.Name, f.Type)
+			}
+			fs.kind = "bytes"
+		case reflect.Struct:
+			sub, err := schemaOf(f.Type, where+"."+f.Name)
+			if err != nil {
+				return nil, err
+			}
+			fs.kind, fs.fields = "struct", sub
+		default:
+			return nil, fmt.Errorf("%w: field %s.%s of type %v", ErrNoCodec, where, f.Name, f.Type)
+		}
+		s = append(s, fs)
+	}
+	return s, nil
+}
+
+type structCodec[T any] struct {
+	s  structSchema
+	id string
+}
+
+func (c structCodec[T]) ID() string { return c.id }
+
+func (c structCodec[T]) Append(dst []byte, v T) []byte {
+	return appendStruct(dst, c.s, reflect.ValueOf(&v).Elem())
+}
+
+func appendStruct(dst []byte, s structSchema, v reflect.Value) []byte {
+	for _, f := range s {
+		fv := v.Field(f.index)
+		switch f.kind {
+		case "bool":
+			b := byte(0)
+			if fv.Bool() {
+				b = 1
+			}
+			dst = append(dst, b)
+		case "int8", "int16", "int32", "int64":
+			dst = binary.AppendVarint(dst, fv.Int())
+		case "uint8", "uint16", "uint32", "uint64":
+			dst = binary.AppendUvarint(dst, fv.Uint())
+		case "float32":
+			dst = binary.BigEndian.AppendUint32(dst, math.Float32bits(float32(fv.Float())))
+		case "float64":
+			dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(fv.Float()))
+		case "string":
+			dst = binary.AppendUvarint(dst, uint64(fv.Len()))
+			dst = append(dst, fv.String()...)
+		case "bytes":
+			dst = binary.AppendUvarint(dst, uint64(fv.Len()))
+			dst = append(dst, fv.Bytes()...)
+		case "struct":
+			dst = appendStruct(dst, f.fields, fv)
+		}
+	}
+	return dst
+}
+
+func (c structCodec[T]) Decode(src []byte) (T, error) {
+	var v T
+	rest, err := readStruct(src, c.s, reflect.ValueOf(&v).Elem())
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("%w: %s: %d bytes left over", ErrDecode, c.id, len(rest))
+	}
+	return v, err
+}
+
+// DecoderFor returns a decoder of values encoded under the struct schema
+// old (another version of T's declaration): fields are matched by name.
+func (c structCodec[T]) DecoderFor(old string) (func([]byte) (T, error), error) {
+	if old == c.id {
+		return c.Decode, nil
+	}
+	body, ok := strings.CutPrefix(old, "struct")
+	if !ok {
+		return nil, fmt.Errorf("%w: %s cannot read values of codec %s", ErrIncompatible, c.id, old)
+	}
+	p := schemaParser{s: body}
+	os, err := p.parse()
+	if err != nil {
+		return nil, fmt.Errorf("%w: codec %s: %v", ErrIncompatible, old, err)
+	}
+	plan, err := planStruct(os, c.s, "")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s cannot read values of %s: %v", ErrIncompatible, c.id, old, err)
+	}
+	return func(src []byte) (T, error) {
+		var v T
+		rest, err := readStruct(src, plan, reflect.ValueOf(&v).Elem())
+		if err == nil && len(rest) != 0 {
+			err = fmt.Errorf("%w: %s: %d bytes left over", ErrDecode, old, len(rest))
+		}
+		return v, err
+	}, nil
+}
+
+// planStruct returns the old schema with each field's index set to the
+// new struct's field of the same name (-1: dropped), checking that each
+// kept field's new kind can hold its old values.
+func planStruct(old, cur structSchema, where string) (structSchema, error) {
+	byName := map[string]fieldSchema{}
+	for _, f := range cur {
+		byName[f.name] = f
+	}
+	plan := make(structSchema, len(old))
+	for i, f := range old {
+		p := f
+		p.index = -1
+		if n, ok := byName[f.name]; ok {
+			switch {
+			case f.kind == "struct" && n.kind == "struct":
+				sub, err := planStruct(f.fields, n.fields, where+f.name+".")
+				if err != nil {
+					return nil, err
+				}
+				p.fields = sub
+			case f.kind == "struct" || n.kind == "struct" || !widens(f.kind, n.kind):
+				return nil, fmt.Errorf("field %s%s: %s cannot hold its old %s values", where, f.name, kindName(n), kindName(f))
+			}
+			p.index, p.kind = n.index, f.kind
+		}
+		plan[i] = p
+	}
+	return plan, nil
+}
+
+func kindName(f fieldSchema) string {
+	if f.kind == "struct" {
+		return "struct" + f.fields.String()
+	}
+	return f.kind
+}
+
+// widens reports whether a field of kind to holds every value of kind
+// from.
+func widens(from, to string) bool {
+	if from == to {
+		return true
+	}
+	bitsOf := func(k, prefix string) int {
+		var n int
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			fmt.Sscan(rest, &n)
+		}
+		return n
+	}
+	switch {
+	case bitsOf(from, "int") > 0 && bitsOf(to, "int") > 0:
+		return bitsOf(to, "int") >= bitsOf(from, "int")
+	case bitsOf(from, "uint") > 0 && bitsOf(to, "uint") > 0:
+		return bitsOf(to, "uint") >= bitsOf(from, "uint")
+	case bitsOf(from, "uint") > 0 && bitsOf(to, "int") > 0:
+		return bitsOf(to, "int") > bitsOf(from, "uint")
+	}
+	return from == "float32" && to == "float64"
+}
+
+// readStruct decodes the fields of schema s from src into v (fields with
+// index -1 are read and dropped) and returns what follows them.
+func readStruct(src []byte, s structSchema, v reflect.Value) ([]byte, error) {
+	for _, f := range s {
+		var fv reflect.Value
+		if f.index >= 0 {
+			fv = v.Field(f.index)
+		}
+		var err error
+		if src, err = readField(src, f, fv); err != nil {
+			return nil, err
+		}
+	}
+	return src, nil
+}
+
+func readField(src []byte, f fieldSchema, fv reflect.Value) ([]byte, error) {
+	bad := func(what string) error { return fmt.Errorf("%w: struct field %s: %s", ErrDecode, f.name, what) }
+	set := fv.IsValid()
+	switch f.kind {
+	case "bool":
+		if len(src) < 1 || src[0] > 1 {
+			return nil, bad("not a bool")
+		}
+		if set {
+			fv.SetBool(src[0] == 1)
+		}
+		return src[1:], nil
+	case "int8", "int16", "int32", "int64":
+		x, n := binary.Varint(src)
+		if n <= 0 {
+			return nil, bad("bad varint")
+		}
+		if set {
+			if fv.Kind() >= reflect.Uint && fv.Kind() <= reflect.Uint64 || fv.OverflowInt(x) {
+				return nil, bad(fmt.Sprintf("%d does not fit %v", x, fv.Type()))
+			}
+			fv.SetInt(x)
+		}
+		return src[n:], nil
+	case "uint8", "uint16", "uint32", "uint64":
+		x, n := binary.Uvarint(src)
+		if n <= 0 {
+			return nil, bad("bad uvarint")
+		}
+		if set {
+			switch fv.Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+				if x > math.MaxInt64 || fv.OverflowInt(int64(x)) {
+					return nil, bad(fmt.Sprintf("%d does not fit %v", x, fv.Type()))
+				}
+				fv.SetInt(int64(x))
+			default:
+				if fv.OverflowUint(x) {
+					return nil, bad(fmt.Sprintf("%d does not fit %v", x, fv.Type()))
+				}
+				fv.SetUint(x)
+			}
+		}
+		return src[n:], nil
+	case "float32":
+		if len(src) < 4 {
+			return nil, bad("short float32")
+		}
+		if set {
+			fv.SetFloat(float64(math.Float32frombits(binary.BigEndian.Uint32(src))))
+		}
+		return src[4:], nil
+	case "float64":
+		if len(src) < 8 {
+			return nil, bad("short float64")
+		}
+		if set {
+			fv.SetFloat(math.Float64frombits(binary.BigEndian.Uint64(src)))
+		}
+		return src[8:], nil
+	case "string", "bytes":
+		l, n := binary.Uvarint(src)
+		if n <= 0 || l > uint64(len(src)-n) {
+			return nil, bad("length runs past the end")
+		}
+		b := src[n : n+int(l)]
+		if set {
+			if f.kind == "string" {
+				fv.SetString(string(b))
+			} else {
+				fv.SetBytes(append([]byte(nil), b...))
+			}
+		}
+		return src[n+int(l):], nil
+	case "struct":
+		if !set {
+			return readStruct(src, f.fields, reflect.Value{})
+		}
+		return readStruct(src, f.fields, fv)
+	}
+	return nil, bad("unknown kind " + f.kind)
+}
+
+// schemaParser parses a struct schema as structSchema.String writes it.
+type schemaParser struct {
+	s     string
+	depth int
+}
+
+func (p *schemaParser) parse() (structSchema, error) {
+	s, err := p.structBody()
+	if err == nil && p.s != "" {
+		err = fmt.Errorf("%q left over after the schema", p.s)
+	}
+	return s, err
+}
+
+func (p *schemaParser) structBody() (structSchema, error) {
+	if p.depth++; p.depth > 32 {
+		return nil, fmt.Errorf("structs nested more than 32 deep")
+	}
+	defer func() { p.depth-- }()
+	if !strings.HasPrefix(p.s, "{") {
+		return nil, fmt.Errorf("want '{' at %q", p.s)
+	}
+	p.s = p.s[1:]
+	var s structSchema
+	seen := map[string]bool{}
+	for !strings.HasPrefix(p.s, "}") {
+		if len(s) > 0 {
+			if !strings.HasPrefix(p.s, ";") {
+				return nil, fmt.Errorf("want ';' or '}' at %q", p.s)
+			}
+			p.s = p.s[1:]
+		}
+		name, rest, ok := strings.Cut(p.s, " ")
+		if !ok || name == "" || strings.ContainsAny(name, "{};") || seen[name] {
+			return nil, fmt.Errorf("bad field name at %q", p.s)
+		}
+		seen[name] = true
+		p.s = rest
+		f := fieldSchema{name: name, index: -1}
+		if strings.HasPrefix(p.s, "{") {
+			sub, err := p.structBody()
+			if err != nil {
+				return nil, err
+			}
+			f.kind, f.fields = "struct", sub
+		} else {
+			end := strings.IndexAny(p.s, ";}")
+			if end < 0 {
+				return nil, fmt.Errorf("unterminated schema")
+			}
+			f.kind, p.s = p.s[:end], p.s[end:]
+			switch f.kind {
+			case "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+				"float32", "float64", "string", "bytes":
+			default:
+				return nil, fmt.Errorf("field %s: unknown type %q", name, f.kind)
+			}
+		}
+		s = append(s, f)
+	}
+	p.s = p.s[1:]
+	return s, nil
+}

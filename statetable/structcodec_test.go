@@ -1,0 +1,133 @@
+package statetable
+
+import (
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+type profileV1 struct {
+	Name   string
+	Visits int32
+	Score  float32
+	Admin  bool
+	Addr   struct{ City, Zip string }
+	Tags   []byte
+	secret int // unexported: not stored
+}
+
+// profileV2 is profileV1 a release later: Visits widened, Score made
+// float64, Admin removed, Plan added, Addr's Zip removed and Country added.
+type profileV2 struct {
+	Plan   string
+	Name   string
+	Visits int64
+	Score  float64
+	Addr   struct{ City, Country string }
+	Tags   []byte
+}
+
+func TestStruct_RoundTrip(t *testing.T) {
+	c, err := Struct[profileV1]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "struct{Name string;Visits int32;Score float32;Admin bool;Addr {City string;Zip string};Tags bytes}"; c.ID() != want {
+		t.Fatalf("ID %s, want %s", c.ID(), want)
+	}
+	v := profileV1{Name: "ann", Visits: -7, Score: 1.5, Admin: true, Tags: []byte{1, 2}, secret: 9}
+	v.Addr.City, v.Addr.Zip = "Oslo", "0150"
+	got, err := c.Decode(c.Append(nil, v))
+	v.secret = 0
+	if err != nil || !reflect.DeepEqual(got, v) {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, v)
+	}
+}
+
+// The specification of evolution: fields matched by name, added ones zero,
+// removed ones dropped, integers and floats widened.
+func TestStruct_ReadsAnEarlierDeclaration(t *testing.T) {
+	c1 := ok(Struct[profileV1]())(t)
+	c2 := ok(Struct[profileV2]())(t)
+	v1 := profileV1{Name: "ann", Visits: 1 << 30, Score: 0.25, Admin: true, Tags: []byte("x")}
+	v1.Addr.City, v1.Addr.Zip = "Oslo", "0150"
+	dec := ok(c2.DecoderFor(c1.ID()))(t)
+	got, err := dec(c1.Append(nil, v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := profileV2{Name: "ann", Visits: 1 << 30, Score: 0.25, Tags: []byte("x")}
+	want.Addr.City = "Oslo"
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("migrated %+v, want %+v", got, want)
+	}
+	if same := ok(c2.DecoderFor(c2.ID()))(t); same == nil {
+		t.Fatal("no decoder for its own ID")
+	}
+}
+
+func TestStruct_RefusesWhatItCannotHold(t *testing.T) {
+	type narrowed struct{ Visits int16 }
+	type retyped struct{ Name int64 }
+	type toStruct struct{ Name struct{ First string } }
+	type signedToUnsigned struct{ Visits uint64 }
+	c1 := ok(Struct[profileV1]())(t)
+	for name, dec := range map[string]func() error{
+		"narrowed":           func() error { _, err := ok(Struct[narrowed]())(t).DecoderFor(c1.ID()); return err },
+		"retyped":            func() error { _, err := ok(Struct[retyped]())(t).DecoderFor(c1.ID()); return err },
+		"scalar to struct":   func() error { _, err := ok(Struct[toStruct]())(t).DecoderFor(c1.ID()); return err },
+		"signed to unsigned": func() error { _, err := ok(Struct[signedToUnsigned]())(t).DecoderFor(c1.ID()); return err },
+		"another codec":      func() error { _, err := ok(Struct[profileV2]())(t).DecoderFor("int64/be-signflip"); return err },
+		"a bad schema":       func() error { _, err := ok(Struct[profileV2]())(t).DecoderFor("struct{Name string;Name string}"); return err },
+	} {
+		err := dec()
+		if !errors.Is(err, ErrIncompatible) || !errors.Is(err, ErrStateMismatch) {
+			t.Errorf("%s: %v, want ErrIncompatible", name, err)
+		}
+	}
+	_, err := ok(Struct[retyped]())(t).DecoderFor(c1.ID())
+	if !strings.Contains(err.Error(), "field Name: int64 cannot hold its old string values") {
+		t.Errorf("the error does not name the field and both types: %v", err)
+	}
+	type withMap struct{ M map[string]int }
+	if _, err := Struct[withMap](); !errors.Is(err, ErrNoCodec) || !strings.Contains(err.Error(), "M") {
+		t.Errorf("a map field: %v, want ErrNoCodec naming it", err)
+	}
+}
+
+// Bad bytes are ErrDecode, never a panic nor a huge allocation, whatever
+// the schema reading them.
+func TestStruct_BadBytes(t *testing.T) {
+	c1 := ok(Struct[profileV1]())(t)
+	c2 := ok(Struct[profileV2]())(t)
+	dec := ok(c2.DecoderFor(c1.ID()))(t)
+	good := c1.Append(nil, profileV1{Name: "ann", Tags: []byte("xyz")})
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		b := append([]byte(nil), good[:r.IntN(len(good)+1)]...)
+		if len(b) > 0 && r.IntN(2) == 0 {
+			b[r.IntN(len(b))] = byte(r.Uint32())
+		}
+		for _, d := range []func([]byte) error{
+			func(b []byte) error { _, err := c1.Decode(b); return err },
+			func(b []byte) error { _, err := dec(b); return err },
+		} {
+			if err := d(b); err != nil && !errors.Is(err, ErrDecode) {
+				t.Fatalf("%x: %v, want ErrDecode", b, err)
+			}
+		}
+	}
+}
+
+// ok returns v, failing the test on err.
+func ok[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
