@@ -80,7 +80,10 @@ func TestStruct_RefusesWhatItCannotHold(t *testing.T) {
 		"scalar to struct":   func() error { _, err := ok(Struct[toStruct]())(t).DecoderFor(c1.ID()); return err },
 		"signed to unsigned": func() error { _, err := ok(Struct[signedToUnsigned]())(t).DecoderFor(c1.ID()); return err },
 		"another codec":      func() error { _, err := ok(Struct[profileV2]())(t).DecoderFor("int64/be-signflip"); return err },
-		"a bad schema":       func() error { _, err := ok(Struct[profileV2]())(t).DecoderFor("struct{Name string;Name string}"); return err },
+		"a bad schema": func() error {
+			_, err := ok(Struct[profileV2]())(t).DecoderFor("struct{Name string;Name string}")
+			return err
+		},
 	} {
 		err := dec()
 		if !errors.Is(err, ErrIncompatible) || !errors.Is(err, ErrStateMismatch) {
