@@ -36,6 +36,9 @@ type Backend struct {
 	// restoreNames is what restores do with files' states and services
 	// by the files' names (RestoreAs, DropOnRestore).
 	restoreNames map[string]restoreName
+	// translated: the last restore read a state or service under another
+	// name, dropped one, or migrated values (Translated).
+	translated bool
 }
 
 // timerService is what the backend knows of a TimerService, whatever its

@@ -86,5 +86,5 @@ func (t deltaSink) ApplyEntries(state string, ops []statetable.EntryOp) error {
 	if !ok {
 		return nil // DropOnRestore
 	}
-	return t.b.table.ApplyEntriesFrom(name, t.ttl[state], ops)
+	return t.b.table.ApplyEntriesOf(name, t.files[state], ops)
 }

@@ -54,6 +54,7 @@ func (b *Backend) RestoreChains(ctx context.Context, chains ...Chain) error {
 	if !b.Empty() {
 		return fmt.Errorf("%w: restore into a backend that already holds state", ErrNotEmpty)
 	}
+	b.translated = false
 	owned := b.KeyGroups()
 	var covered []statetable.KeyGroupRange
 	for i, c := range chains {

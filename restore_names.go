@@ -112,3 +112,12 @@ func (b *Backend) checkRestoreNames(m snapshot.Meta) error {
 	}
 	return nil
 }
+
+// Translated reports whether the last restore into b (since the last
+// RestoreChains, RestoreSnapshot or checkpoint restore began) read a state
+// or timer service under another name (RestoreAs), skipped one
+// (DropOnRestore), or read values through an Evolving codec that another
+// codec wrote. A checkpoint store takes a full checkpoint after such a
+// restore instead of a delta of the restored chain: a chain is read with
+// one set of names and codecs. Writer goroutine only.
+func (b *Backend) Translated() bool { return b.translated }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/cowstate/cowstate/cow"
 	"github.com/cowstate/cowstate/snapshot"
@@ -186,24 +187,29 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 	for _, s := range m.States {
 		name, ok := b.restoredName(s.Name)
 		if !ok {
+			b.translated = true
 			continue // DropOnRestore
 		}
 		as := ""
 		if name != s.Name {
 			as = fmt.Sprintf(" (restored as %q)", name)
 		}
-		have, err := b.table.State(name)
-		switch {
-		case err != nil:
+		if _, err := b.table.State(name); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %v%s: register it before restoring, or say what becomes of it (RestoreAs, DropOnRestore) (%w)", snapshot.ErrMismatch, s, as, err))
-		case have.Kind != s.Kind || fmt.Sprint(have.Codec) != fmt.Sprint(s.Codec):
-			errs = append(errs, fmt.Errorf("%w: %w: file has %v%s, backend has %v", snapshot.ErrMismatch, statetable.ErrStateMismatch, s, as, have))
-		case s.TTL && !have.TTL: // entries without TTL restore into a state with one, not the reverse
-			errs = append(errs, fmt.Errorf("%w: %w: file has %v%s, backend has it without TTL: register it with one", snapshot.ErrMismatch, statetable.ErrStateMismatch, s, as))
+		} else if err := b.table.CheckRestorable(name, s); err != nil {
+			// Entries without TTL restore into a state with one, not the
+			// reverse; values migrate when the registered codec reads
+			// the file's (statetable.Evolving).
+			errs = append(errs, fmt.Errorf("%w%s: %w", snapshot.ErrMismatch, as, err))
+		} else if have, _ := b.table.State(name); name != s.Name || !slices.Equal(have.Codec, s.Codec) {
+			b.translated = true
 		}
 	}
 	for _, t := range m.Timers {
 		name, ok := b.restoredName(t.Name)
+		if !ok || name != t.Name {
+			b.translated = true
+		}
 		if !ok {
 			continue
 		}
@@ -221,30 +227,31 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 	return fmt.Errorf("%d of the file's states and timer services do not fit the backend:\n%w", len(errs), errors.Join(errs...))
 }
 
-// sink adapts a Backend to snapshot.Sink, for a file whose states with a
-// TTL are ttl.
+// sink adapts a Backend to snapshot.Sink, for a file whose states are
+// files (by the file's names).
 type sink struct {
-	b   *Backend
-	ttl map[string]bool
+	b     *Backend
+	files map[string]statetable.StateInfo
 }
 
 func newSink(b *Backend, m snapshot.Meta) sink {
-	s := sink{b: b, ttl: map[string]bool{}}
+	s := sink{b: b, files: map[string]statetable.StateInfo{}}
 	for _, st := range m.States {
-		s.ttl[st.Name] = st.TTL
+		s.files[st.Name] = st
 	}
 	return s
 }
 
 // RestoreEntries restores a run of the file's state into the state it
-// restores as, or skips it (DropOnRestore). The file's own name decides
-// whether its entries carry TTL timestamps.
+// restores as, or skips it (DropOnRestore). The file's description of the
+// state says whether its entries carry TTL timestamps and which codec
+// wrote its values (a migration, if not the registered one).
 func (s sink) RestoreEntries(state string, n int, b []byte) (int, error) {
 	name, ok := s.b.restoredName(state)
 	if !ok {
 		return statetable.SkipRun(state, n, b)
 	}
-	return s.b.table.RestoreRunFrom(name, s.ttl[state], n, b)
+	return s.b.table.RestoreRunOf(name, s.files[state], n, b)
 }
 
 func (s sink) RestoreTimer(service string, d timerqueue.Domain, g int, ts int64, key, ns string) error {

@@ -70,7 +70,10 @@ func (s *Store) restore(ctx context.Context, m *Manifest) error {
 		s.releaseBase(s.base)
 		s.base = nil
 	}
-	if m.Kind != KindSavepoint && m.KeyGroups == s.b.KeyGroups() {
+	// A restore that renamed, dropped or migrated states leaves no base:
+	// the next checkpoint is full, since a chain is read with one set of
+	// names and codecs.
+	if m.Kind != KindSavepoint && m.KeyGroups == s.b.KeyGroups() && !s.b.Translated() {
 		s.base = &checkpointBase{manifest: m, snap: s.b.Snapshot()}
 	}
 	return nil

@@ -3,6 +3,7 @@ package delta
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/cowstate/cowstate/statetable"
 )
@@ -30,7 +31,7 @@ func Merge(chain ...*Delta) (*Delta, error) {
 					ErrMismatch, d.Base, d.Target, d.Meta.KeyGroups, d.Meta.MaxParallelism, prev.Meta.KeyGroups, prev.Meta.MaxParallelism)
 			}
 		}
-		if err := sameTTL(d, last); err != nil {
+		if err := sameEncoding(d, last); err != nil {
 			return nil, err
 		}
 		for g, gr := range d.groups {
@@ -65,17 +66,25 @@ func compose(a, b *entryOp) (*entryOp, error) {
 	return &entryOp{put: a.put, cell: a.cell, parts: parts}, nil
 }
 
-// sameTTL returns an error matching ErrMismatch if a state has a TTL in one
-// of d and last and not in the other: their cells are encoded differently
-// (with and without expiration timestamps) and cannot be merged as bytes.
-func sameTTL(d, last *Delta) error {
-	ttl := map[string]bool{}
+// sameEncoding returns an error matching ErrMismatch if a state has a TTL in one
+// of d and last and not in the other, or other codecs: their cells are
+// encoded differently (with and without expiration timestamps, or by two
+// versions of a codec) and cannot be merged as bytes. Every state of d
+// must be in last: the merged delta is read with last's metadata.
+func sameEncoding(d, last *Delta) error {
+	infos := map[string]statetable.StateInfo{}
 	for _, s := range last.Meta.States {
-		ttl[s.Name] = s.TTL
+		infos[s.Name] = s
 	}
 	for _, s := range d.Meta.States {
-		if t, ok := ttl[s.Name]; ok && t != s.TTL {
+		l, ok := infos[s.Name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: state %q of delta %d->%d is not in delta %d->%d", ErrMismatch, s.Name, d.Base, d.Target, last.Base, last.Target)
+		case l.TTL != s.TTL:
 			return fmt.Errorf("%w: state %q has a TTL in only one of deltas %d->%d and %d->%d", ErrMismatch, s.Name, d.Base, d.Target, last.Base, last.Target)
+		case !slices.Equal(l.Codec, s.Codec):
+			return fmt.Errorf("%w: state %q has codecs %v in delta %d->%d and %v in %d->%d", ErrMismatch, s.Name, s.Codec, d.Base, d.Target, l.Codec, last.Base, last.Target)
 		}
 	}
 	return nil

@@ -121,3 +121,23 @@ func TestMerge_TTLMismatch(t *testing.T) {
 		t.Fatalf("merge of deltas alike: %v", err)
 	}
 }
+
+// TestMerge_CodecMismatch refuses to merge deltas in which a state has
+// other codecs (values written by two versions of an Evolving codec) or is
+// missing from the last: the merged delta is read with the last one's
+// metadata.
+func TestMerge_CodecMismatch(t *testing.T) {
+	meta := func(name, vc string) snapshot.Meta {
+		return snapshot.Meta{MaxParallelism: 4, KeyGroups: statetable.KeyGroupRange{First: 0, Last: 3},
+			States: []statetable.StateInfo{{Name: name, Kind: statetable.KindValue, Codec: []string{"a", "b", vc}}}}
+	}
+	a := &Delta{Base: 1, Target: 2, Meta: meta("s", "struct{A int32}")}
+	for what, b := range map[string]*Delta{
+		"another value codec": {Base: 2, Target: 3, Meta: meta("s", "struct{A int64}")},
+		"a renamed state":     {Base: 2, Target: 3, Meta: meta("t", "struct{A int32}")},
+	} {
+		if _, err := Merge(a, b); !errors.Is(err, ErrMismatch) {
+			t.Errorf("merge across %s: %v, want ErrMismatch", what, err)
+		}
+	}
+}

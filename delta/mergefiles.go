@@ -42,7 +42,7 @@ func MergeFiles(ctx context.Context, w io.Writer, chain ...*Reader) error {
 					ErrMismatch, r.base, r.target, r.meta.KeyGroups, r.meta.MaxParallelism, prev.meta.KeyGroups, prev.meta.MaxParallelism)
 			}
 		}
-		if err := sameTTL(&Delta{Base: r.base, Target: r.target, Meta: r.meta}, out); err != nil {
+		if err := sameEncoding(&Delta{Base: r.base, Target: r.target, Meta: r.meta}, out); err != nil {
 			return err
 		}
 		index[i] = make(map[int]fileformat.Section, len(r.index))

@@ -191,7 +191,7 @@ type registered interface {
 	restore(ck string, cell []byte) error
 	// restoreRun decodes and stores a run of n entries (see
 	// Table.RestoreRun), returning the bytes they took.
-	restoreRun(ttl bool, n int, b []byte) (int, error)
+	restoreRun(ttl bool, from string, n int, b []byte) (int, error)
 	// diff yields the changes between two views (prev nil: empty).
 	diff(prev, next any, yield func(EntryChange) bool)
 	// check is Table.Check of the state's structures.
@@ -200,7 +200,11 @@ type registered interface {
 	delete(ck string) error
 	patch(ck string, parts []Part) error
 	// apply replays a batch of entry changes (see Table.ApplyEntries).
-	apply(ttl bool, ops []EntryOp) error
+	apply(ttl bool, from string, ops []EntryOp) error
+	// migrator returns a decoder of the cells a state whose value codec
+	// had ID from wrote (see Table.CheckRestorable); an error matching
+	// ErrIncompatible if there is none.
+	migrator(from string) (any, error)
 }
 
 // register records a new state, or returns the one already registered under
