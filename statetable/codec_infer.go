@@ -28,7 +28,10 @@ type CodecProvider[T any] interface {
 //     of its kind, under the same ID;
 //   - time.Time (TimeCodec) and time.Duration (Signed);
 //   - VoidNamespace: Void;
-//   - a type implementing CodecProvider: its StateCodec.
+//   - a type implementing CodecProvider: its StateCodec;
+//   - a struct whose exported fields are of the kinds above, []byte,
+//     time.Time or such structs: Struct, which reads what earlier
+//     declarations of the struct wrote (fields matched by name).
 //
 // Any other type has none: an error matching ErrNoCodec (and ErrConfig)
 // naming the type; give its state a codec (FuncCodec). There is no
@@ -72,6 +75,13 @@ func CodecFor[T any]() (Codec[T], error) {
 	t := reflect.TypeFor[T]()
 	if k := int(t.Kind()); k < len(kindCodecs) && kindCodecs[k] != nil {
 		return relabeled[T]{kindCodecs[k]}, nil
+	}
+	if t.Kind() == reflect.Struct {
+		c, err := Struct[T]()
+		if err != nil {
+			return nil, fmt.Errorf("%w: give its state a Codec (FuncCodec) or make the type a CodecProvider", err)
+		}
+		return c, nil
 	}
 	return nil, fmt.Errorf("%w %v: give its state a Codec (FuncCodec) or make the type a CodecProvider", ErrNoCodec, t)
 }

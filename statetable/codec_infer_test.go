@@ -94,13 +94,29 @@ func TestCodecFor_UsesAProvidersCodec(t *testing.T) {
 	roundTrip(t, celsius{21.5}, "celsius")
 }
 
-func TestCodecFor_OtherTypesAreAnErrorNamingThem(t *testing.T) {
+// A struct of fields that have codecs gets Struct, which evolves with the
+// struct's declaration.
+func TestCodecFor_StructsByFieldName(t *testing.T) {
 	type point struct{ X, Y int }
-	_, err := CodecFor[point]()
-	if !errors.Is(err, ErrNoCodec) || !errors.Is(err, ErrConfig) {
-		t.Fatalf("CodecFor[point]: %v, want ErrNoCodec and ErrConfig", err)
+	c, err := CodecFor[point]()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if want := "statetable.point"; !strings.Contains(err.Error(), want) {
+	if _, ok := c.(Evolving[point]); !ok || c.ID() != "struct{X int64;Y int64}" {
+		t.Fatalf("CodecFor[point] = %T %s, want Struct", c, c.ID())
+	}
+	if got, err := c.Decode(c.Append(nil, point{3, -4})); err != nil || got != (point{3, -4}) {
+		t.Fatalf("round trip: %v, %v", got, err)
+	}
+}
+
+func TestCodecFor_OtherTypesAreAnErrorNamingThem(t *testing.T) {
+	type withMap struct{ M map[string]int }
+	_, err := CodecFor[withMap]()
+	if !errors.Is(err, ErrNoCodec) || !errors.Is(err, ErrConfig) {
+		t.Fatalf("CodecFor[withMap]: %v, want ErrNoCodec and ErrConfig", err)
+	}
+	if want := "statetable.withMap.M"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not name %s", err, want)
 	}
 	for name, f := range map[string]func() error{

@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // Evolving is a Codec that reads what an earlier version of itself wrote:
@@ -36,9 +37,11 @@ var ErrIncompatible = fmt.Errorf("%w: values written by an incompatible codec", 
 // a field is a removal and an addition.
 //
 // Fields may be bool, integers, float32, float64, string, []byte, named
-// types of those kinds, and structs of such fields; unexported fields are
-// not stored. Any other field is an error matching ErrNoCodec naming it.
-// Integers are stored as varints and floats by their bits, so a value's
+// types of those kinds, time.Time (to the nanosecond, in UTC), and structs
+// of such fields; unexported fields are not stored, and a struct with
+// none exported is refused. Any other field is an error matching
+// ErrNoCodec naming it. Integers are stored as varints and floats by
+// their bits, so a value's
 // encoding is at most a few bytes longer than its fields'. Cost:
 // reflection per value; the decoder of an old schema is built once.
 func Struct[T any]() (Evolving[T], error) {
@@ -58,7 +61,7 @@ func Struct[T any]() (Evolving[T], error) {
 // a schema parsed from an ID).
 type fieldSchema struct {
 	name   string
-	kind   string // bool, int8..int64, uint8..uint64, float32, float64, string, bytes, struct
+	kind   string // bool, int8..int64, uint8..uint64, float32, float64, string, bytes, time, struct
 	fields structSchema
 	index  int
 }
@@ -107,6 +110,10 @@ func schemaOf(t reflect.Type, where string) (structSchema, error) {
 			}
 			fs.kind = "bytes"
 		case reflect.Struct:
+			if f.Type == reflect.TypeFor[time.Time]() {
+				fs.kind = "time"
+				break
+			}
 			sub, err := schemaOf(f.Type, where+"."+f.Name)
 			if err != nil {
 				return nil, err
@@ -116,6 +123,11 @@ func schemaOf(t reflect.Type, where string) (structSchema, error) {
 			return nil, fmt.Errorf("%w: field %s.%s of type %v", ErrNoCodec, where, f.Name, f.Type)
 		}
 		s = append(s, fs)
+	}
+	if len(s) == 0 && t.NumField() > 0 {
+		// Every field unexported (sync.Mutex, a type of another
+		// package): storing nothing of it would lose its value silently.
+		return nil, fmt.Errorf("%w: %s of type %v has no exported field", ErrNoCodec, where, t)
 	}
 	return s, nil
 }
@@ -155,6 +167,8 @@ func appendStruct(dst []byte, s structSchema, v reflect.Value) []byte {
 		case "bytes":
 			dst = binary.AppendUvarint(dst, uint64(fv.Len()))
 			dst = append(dst, fv.Bytes()...)
+		case "time":
+			dst = binary.AppendVarint(dst, fv.Interface().(time.Time).UnixNano())
 		case "struct":
 			dst = appendStruct(dst, f.fields, fv)
 		}
@@ -351,6 +365,15 @@ func readField(src []byte, f fieldSchema, fv reflect.Value) ([]byte, error) {
 			}
 		}
 		return src[n+int(l):], nil
+	case "time":
+		x, n := binary.Varint(src)
+		if n <= 0 {
+			return nil, bad("bad varint")
+		}
+		if set {
+			fv.Set(reflect.ValueOf(time.Unix(0, x).UTC()))
+		}
+		return src[n:], nil
 	case "struct":
 		if !set {
 			return readStruct(src, f.fields, reflect.Value{})
@@ -413,7 +436,7 @@ func (p *schemaParser) structBody() (structSchema, error) {
 			f.kind, p.s = p.s[:end], p.s[end:]
 			switch f.kind {
 			case "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-				"float32", "float64", "string", "bytes":
+				"float32", "float64", "string", "bytes", "time":
 			default:
 				return nil, fmt.Errorf("field %s: unknown type %q", name, f.kind)
 			}

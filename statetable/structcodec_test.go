@@ -6,9 +6,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 type profileV1 struct {
+	Seen   time.Time
 	Name   string
 	Visits int32
 	Score  float32
@@ -21,6 +23,7 @@ type profileV1 struct {
 // profileV2 is profileV1 a release later: Visits widened, Score made
 // float64, Admin removed, Plan added, Addr's Zip removed and Country added.
 type profileV2 struct {
+	Seen   time.Time
 	Plan   string
 	Name   string
 	Visits int64
@@ -34,10 +37,10 @@ func TestStruct_RoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "struct{Name string;Visits int32;Score float32;Admin bool;Addr {City string;Zip string};Tags bytes}"; c.ID() != want {
+	if want := "struct{Seen time;Name string;Visits int32;Score float32;Admin bool;Addr {City string;Zip string};Tags bytes}"; c.ID() != want {
 		t.Fatalf("ID %s, want %s", c.ID(), want)
 	}
-	v := profileV1{Name: "ann", Visits: -7, Score: 1.5, Admin: true, Tags: []byte{1, 2}, secret: 9}
+	v := profileV1{Seen: time.Unix(1700000000, 123).UTC(), Name: "ann", Visits: -7, Score: 1.5, Admin: true, Tags: []byte{1, 2}, secret: 9}
 	v.Addr.City, v.Addr.Zip = "Oslo", "0150"
 	got, err := c.Decode(c.Append(nil, v))
 	v.secret = 0
@@ -51,14 +54,14 @@ func TestStruct_RoundTrip(t *testing.T) {
 func TestStruct_ReadsAnEarlierDeclaration(t *testing.T) {
 	c1 := ok(Struct[profileV1]())(t)
 	c2 := ok(Struct[profileV2]())(t)
-	v1 := profileV1{Name: "ann", Visits: 1 << 30, Score: 0.25, Admin: true, Tags: []byte("x")}
+	v1 := profileV1{Seen: time.Unix(5, 6).UTC(), Name: "ann", Visits: 1 << 30, Score: 0.25, Admin: true, Tags: []byte("x")}
 	v1.Addr.City, v1.Addr.Zip = "Oslo", "0150"
 	dec := ok(c2.DecoderFor(c1.ID()))(t)
 	got, err := dec(c1.Append(nil, v1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := profileV2{Name: "ann", Visits: 1 << 30, Score: 0.25, Tags: []byte("x")}
+	want := profileV2{Seen: time.Unix(5, 6).UTC(), Name: "ann", Visits: 1 << 30, Score: 0.25, Tags: []byte("x")}
 	want.Addr.City = "Oslo"
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("migrated %+v, want %+v", got, want)
@@ -93,6 +96,10 @@ func TestStruct_RefusesWhatItCannotHold(t *testing.T) {
 	_, err := ok(Struct[retyped]())(t).DecoderFor(c1.ID())
 	if !strings.Contains(err.Error(), "field Name: int64 cannot hold its old string values") {
 		t.Errorf("the error does not name the field and both types: %v", err)
+	}
+	type withMutex struct{ Mu struct{ locked int } }
+	if _, err := Struct[withMutex](); !errors.Is(err, ErrNoCodec) || !strings.Contains(err.Error(), "Mu") {
+		t.Errorf("a field with no exported field: %v, want ErrNoCodec naming it", err)
 	}
 	type withMap struct{ M map[string]int }
 	if _, err := Struct[withMap](); !errors.Is(err, ErrNoCodec) || !strings.Contains(err.Error(), "M") {
