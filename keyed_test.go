@@ -233,7 +233,7 @@ func TestStateOptions_Errors(t *testing.T) {
 		want     error
 		mention  string
 	}{
-		{"no codec", func() error { _, err := cowstate.Value[string, point](b, "s1"); return err }, cowstate.ErrNoCodec, "value codec"},
+		{"no codec", func() error { _, err := cowstate.Value[string, chan int](b, "s1"); return err }, cowstate.ErrNoCodec, "value codec"},
 		{"key codec type", func() error {
 			_, err := cowstate.Value[string, int64](b, "s2", cowstate.WithKeyCodec(statetable.Int64))
 			return err
@@ -455,7 +455,7 @@ func TestTimers_NoNamespace(t *testing.T) {
 	if _, err := cowstate.Timers[string](b, "other", cowstate.WithDefault[int64](1)); !errors.Is(err, cowstate.ErrConfig) {
 		t.Errorf("a default for a timer service: %v, want ErrConfig", err)
 	}
-	if _, err := cowstate.Timers[point](b, "points"); !errors.Is(err, cowstate.ErrConfig) {
+	if _, err := cowstate.Timers[map[string]int](b, "points"); !errors.Is(err, cowstate.ErrConfig) {
 		t.Errorf("a key type with no inferred codec: %v, want ErrConfig", err)
 	}
 }
