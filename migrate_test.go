@@ -77,9 +77,14 @@ func TestMigration_AcrossAnIncrementalChain(t *testing.T) {
 	}
 	store.Close()
 
-	// Release 3 first: incompatible, refused before anything is restored.
+	// Release 3 first: incompatible, refused before anything is restored,
+	// as a check before the deploy says.
 	bad := newBackend(t, cowstate.Config{MaxParallelism: 16})
 	registerUsers[userV3](t, bad)
+	checks := must(checkpoint.CheckRestore(ctx, bad, checkpoint.Source{Storage: st}))(t)
+	if len(checks) != 1 || checks[0].Name != "users" || checks[0].Verdict != cowstate.Refused || !errors.Is(checks[0].Err, statetable.ErrIncompatible) {
+		t.Fatalf("CheckRestore into release 3: %+v, want users refused as incompatible", checks)
+	}
 	badStore := must(checkpoint.Open(ctx, bad, st, opts))(t)
 	_, err := badStore.Restore(ctx, 0)
 	if !errors.Is(err, statetable.ErrIncompatible) || !errors.Is(err, snapshot.ErrMismatch) || !strings.Contains(err.Error(), "field Name: int64 cannot hold its old string values") {
@@ -92,6 +97,13 @@ func TestMigration_AcrossAnIncrementalChain(t *testing.T) {
 
 	upgraded := newBackend(t, cowstate.Config{MaxParallelism: 16})
 	v2 := registerUsers[userV2](t, upgraded)
+	checks = must(checkpoint.CheckRestore(ctx, upgraded, checkpoint.Source{Storage: st}))(t)
+	if len(checks) != 1 || checks[0].Verdict != cowstate.Migrates || checks[0].As != "users" || checks[0].Err != nil {
+		t.Fatalf("CheckRestore into release 2: %+v, want users migrating", checks)
+	}
+	if !upgraded.Empty() {
+		t.Fatal("CheckRestore restored something")
+	}
 	store = must(checkpoint.Open(ctx, upgraded, st, opts))(t)
 	if _, err := store.Restore(ctx, 0); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -133,6 +134,16 @@ func TestRestore_RenamedDroppedAdded(t *testing.T) {
 
 	upgraded := newRenameJob(t, true)
 	upgraded.plan(t)
+	r := must(snapshot.Open(bytes.NewReader(savepoint.Bytes()), int64(savepoint.Len())))(t)
+	checks := must(upgraded.b.CheckRestore(r.Meta()))(t)
+	got := map[string]string{}
+	for _, c := range checks {
+		got[c.Name] = c.Verdict.String() + " " + c.As
+	}
+	want := map[string]string{"count": "restores count", "clicks": "restores views", "sessions": "dropped ", "timeouts": "restores expiry"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("CheckRestore: %v, want %v", got, want)
+	}
 	if err := restore(upgraded); err != nil {
 		t.Fatal(err)
 	}

@@ -171,51 +171,22 @@ func (b *Backend) RestoreSnapshot(ctx context.Context, r *snapshot.Reader) error
 }
 
 // checkMeta checks that the states and timer services of a file's metadata
-// are registered on b with the same kinds and codecs (and with a TTL if
-// the file's state had one), under the same max parallelism; errors match
-// snapshot.ErrMismatch.
+// fit b (CheckRestore); errors match snapshot.ErrMismatch. It records
+// whether the restore translates what it reads (Translated).
 func (b *Backend) checkMeta(m snapshot.Meta) error {
-	if m.MaxParallelism != b.MaxParallelism() {
-		return fmt.Errorf("%w: file has max parallelism %d, backend %d", snapshot.ErrMismatch, m.MaxParallelism, b.MaxParallelism())
+	checks, err := b.CheckRestore(m)
+	if err != nil {
+		return err
 	}
 	// Every state and timer service that does not fit is named, not only
 	// the first: a job that forgot several registrations learns of all.
 	var errs []error
-	if err := b.checkRestoreNames(m); err != nil {
-		errs = append(errs, err)
-	}
-	for _, s := range m.States {
-		name, ok := b.restoredName(s.Name)
-		if !ok {
+	for _, c := range checks {
+		switch {
+		case c.Verdict == Refused:
+			errs = append(errs, c.Err)
+		case c.Verdict != Restores || c.As != c.Name:
 			b.translated = true
-			continue // DropOnRestore
-		}
-		as := ""
-		if name != s.Name {
-			as = fmt.Sprintf(" (restored as %q)", name)
-		}
-		if _, err := b.table.State(name); err != nil {
-			errs = append(errs, fmt.Errorf("%w: %v%s: register it before restoring, or say what becomes of it (RestoreAs, DropOnRestore) (%w)", snapshot.ErrMismatch, s, as, err))
-		} else if err := b.table.CheckRestorable(name, s); err != nil {
-			// Entries without TTL restore into a state with one, not the
-			// reverse; values migrate when the registered codec reads
-			// the file's (statetable.Evolving).
-			errs = append(errs, fmt.Errorf("%w%s: %w", snapshot.ErrMismatch, as, err))
-		} else if have, _ := b.table.State(name); name != s.Name || !slices.Equal(have.Codec, s.Codec) {
-			b.translated = true
-		}
-	}
-	for _, t := range m.Timers {
-		name, ok := b.restoredName(t.Name)
-		if !ok || name != t.Name {
-			b.translated = true
-		}
-		if !ok {
-			continue
-		}
-		svc, registered := b.services[name]
-		if !registered || svc.codecs() != t.Codecs {
-			errs = append(errs, fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs (as %q): register it, or say what becomes of it (RestoreAs, DropOnRestore)", snapshot.ErrMismatch, t.Name, t.Codecs, name))
 		}
 	}
 	switch len(errs) {
@@ -225,6 +196,89 @@ func (b *Backend) checkMeta(m snapshot.Meta) error {
 		return errs[0]
 	}
 	return fmt.Errorf("%d of the file's states and timer services do not fit the backend:\n%w", len(errs), errors.Join(errs...))
+}
+
+// Verdict is what a restore does with one state or timer service of a
+// file (RestoreCheck).
+type Verdict int
+
+const (
+	Restores Verdict = iota // restores as written (under As)
+	Migrates                // its values read through the registered Evolving codec
+	Dropped                 // skipped (DropOnRestore)
+	Refused                 // the restore fails: RestoreCheck.Err says why
+)
+
+func (v Verdict) String() string {
+	return [...]string{"restores", "migrates", "dropped", "refused"}[v]
+}
+
+// RestoreCheck is what a restore into a backend would do with one state
+// or timer service of a file (Backend.CheckRestore).
+type RestoreCheck struct {
+	Name    string // the file's name for it
+	Timers  bool   // a timer service, not a state
+	As      string // the registered name it restores into ("" if dropped or refused)
+	Verdict Verdict
+	Err     error // why it is refused, matching snapshot.ErrMismatch
+}
+
+// CheckRestore reports what a restore of a file with metadata m into b
+// would do with each of its states and timer services: restore it as
+// written, migrate its values (statetable.Evolving), restore it under
+// another name (RestoreAs), drop it (DropOnRestore), or refuse it and why.
+// It reads and changes nothing: a deploy calls it, with the new job's
+// states registered, to learn what the job's restore will say
+// (checkpoint.CheckRestore reads m from a store). A file that cannot be
+// restored at all (another max parallelism, two states restoring into
+// one) is an error matching snapshot.ErrMismatch. Writer goroutine only.
+func (b *Backend) CheckRestore(m snapshot.Meta) ([]RestoreCheck, error) {
+	if m.MaxParallelism != b.MaxParallelism() {
+		return nil, fmt.Errorf("%w: file has max parallelism %d, backend %d", snapshot.ErrMismatch, m.MaxParallelism, b.MaxParallelism())
+	}
+	if err := b.checkRestoreNames(m); err != nil {
+		return nil, err
+	}
+	checks := make([]RestoreCheck, 0, len(m.States)+len(m.Timers))
+	for _, s := range m.States {
+		c := RestoreCheck{Name: s.Name}
+		name, ok := b.restoredName(s.Name)
+		as := ""
+		if name != s.Name {
+			as = fmt.Sprintf(" (restored as %q)", name)
+		}
+		switch have, err := b.table.State(name); {
+		case !ok:
+			c.Verdict = Dropped
+		case err != nil:
+			c.Verdict, c.Err = Refused, fmt.Errorf("%w: %v%s: register it before restoring, or say what becomes of it (RestoreAs, DropOnRestore) (%w)", snapshot.ErrMismatch, s, as, err)
+		default:
+			// Entries without TTL restore into a state with one, not the
+			// reverse; values migrate when the registered codec reads
+			// the file's (statetable.Evolving).
+			if err := b.table.CheckRestorable(name, s); err != nil {
+				c.Verdict, c.Err = Refused, fmt.Errorf("%w%s: %w", snapshot.ErrMismatch, as, err)
+			} else if c.As = name; !slices.Equal(have.Codec, s.Codec) {
+				c.Verdict = Migrates
+			}
+		}
+		checks = append(checks, c)
+	}
+	for _, t := range m.Timers {
+		c := RestoreCheck{Name: t.Name, Timers: true}
+		name, ok := b.restoredName(t.Name)
+		svc, registered := b.services[name]
+		switch {
+		case !ok:
+			c.Verdict = Dropped
+		case !registered || svc.codecs() != t.Codecs:
+			c.Verdict, c.Err = Refused, fmt.Errorf("%w: timer service %q with codecs %v is not registered with those codecs (as %q): register it, or say what becomes of it (RestoreAs, DropOnRestore)", snapshot.ErrMismatch, t.Name, t.Codecs, name)
+		default:
+			c.As = name
+		}
+		checks = append(checks, c)
+	}
+	return checks, nil
 }
 
 // sink adapts a Backend to snapshot.Sink, for a file whose states are
