@@ -20,14 +20,7 @@ import (
 // say. A state refused by any segment of a chain is refused; one that
 // migrates in any segment migrates. Writer goroutine of b.
 func CheckRestore(ctx context.Context, b *cowstate.Backend, src Source) ([]cowstate.RestoreCheck, error) {
-	h, err := readHead(ctx, src.Storage, false)
-	if err != nil {
-		return nil, err
-	}
-	if h.manifest == nil {
-		return nil, fmt.Errorf("%w: no checkpoint store at %s", ErrNoCheckpoint, src.Storage)
-	}
-	m, err := find(h.manifest, src.Storage, src.ID, src.Savepoint)
+	m, err := sourceManifest(ctx, src)
 	if err != nil {
 		return nil, err
 	}

@@ -174,18 +174,24 @@ func restoreCounting(ctx context.Context, b *cowstate.Backend, sources ...Source
 	return ms, fetched.Load(), err
 }
 
+// sourceManifest returns the manifest of the checkpoint or savepoint src
+// names, read without taking its store over.
+func sourceManifest(ctx context.Context, src Source) (*Manifest, error) {
+	h, err := readHead(ctx, src.Storage, false)
+	if err != nil {
+		return nil, err
+	}
+	if h.manifest == nil {
+		return nil, fmt.Errorf("%w: no checkpoint store at %s", ErrNoCheckpoint, src.Storage)
+	}
+	return find(h.manifest, src.Storage, src.ID, src.Savepoint)
+}
+
 func restoreFrom(ctx context.Context, b *cowstate.Backend, sources []Source, fetched *atomic.Int64) ([]*Manifest, error) {
 	srcs := make([]source, len(sources))
 	ms := make([]*Manifest, len(sources))
 	for i, src := range sources {
-		h, err := readHead(ctx, src.Storage, false)
-		if err != nil {
-			return nil, err
-		}
-		if h.manifest == nil {
-			return nil, fmt.Errorf("%w: no checkpoint store at %s", ErrNoCheckpoint, src.Storage)
-		}
-		m, err := find(h.manifest, src.Storage, src.ID, src.Savepoint)
+		m, err := sourceManifest(ctx, src)
 		if err != nil {
 			return nil, err
 		}

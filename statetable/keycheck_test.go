@@ -29,14 +29,7 @@ func TestRestore_KeysThatDoNotDecode(t *testing.T) {
 	defer snap.Capture().Release()
 	run, n := encodeRun(t, snap, "v")
 
-	wide := newTestTable(t)
-	wv, _ := NewValue(wide, "v", Int64, Void, Int64, 0)
-	for i := range 200 {
-		wv.Put(int64(i), VoidNamespace{}, int64(i))
-	}
-	wsnap := wide.View(wide.owner.Capture())
-	defer wsnap.Capture().Release()
-	wrun, wn := encodeRun(t, wsnap, "v")
+	wrun, wn := int64Run(t, 200)
 
 	for _, c := range []struct {
 		name string

@@ -28,6 +28,20 @@ func encodeRun(t testing.TB, snap *Snapshot, name string) (run []byte, n int) {
 	return run, n
 }
 
+// int64Run returns the run of a value state "v" of int64 keys 0..n-1, each
+// holding itself, as encodeRun encodes it.
+func int64Run(t testing.TB, n int) ([]byte, int) {
+	t.Helper()
+	src := newTestTable(t)
+	v, _ := NewValue(src, "v", Int64, Void, Int64, 0)
+	for i := range n {
+		v.Put(int64(i), VoidNamespace{}, int64(i))
+	}
+	snap := src.View(src.owner.Capture())
+	t.Cleanup(snap.Capture().Release)
+	return encodeRun(t, snap, "v")
+}
+
 // TestRestoreRun restores a run of keys of every length class (inline 15
 // and 31 bytes, long) and namespaces (empty and not) and checks it holds
 // exactly what was written, for runs cut at every length, whatever the
@@ -368,14 +382,7 @@ func TestRestoreRun_BadMidRun(t *testing.T) {
 // one key, after many, is of a key group the table does not own: an error
 // matching ErrKeyGroupNotOwned, and nothing stored.
 func TestRestoreRun_NotOwnedMidRun(t *testing.T) {
-	src := newTestTable(t)
-	v, _ := NewValue(src, "v", Int64, Void, Int64, 0)
-	for i := range 500 {
-		v.Put(int64(i), VoidNamespace{}, int64(i))
-	}
-	snap := src.View(src.owner.Capture())
-	defer snap.Capture().Release()
-	run, n := encodeRun(t, snap, "v") // key groups ascending: 0 to 15
+	run, n := int64Run(t, 500) // key groups ascending: 0 to 15
 	for _, owned := range []KeyGroupRange{{0, 14}, {1, 15}, {3, 9}, {5, 4}} {
 		dst, err := NewTable(cow.NewOwner(), Config{MaxParallelism: 16, KeyGroups: &owned})
 		if err != nil {

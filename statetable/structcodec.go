@@ -251,28 +251,33 @@ func kindName(f fieldSchema) string {
 	return f.kind
 }
 
+// numberClass is a numeric field kind's class and width (widens).
+type numberClass struct {
+	signed, unsigned, float bool
+	bits                    int
+}
+
+var numberClasses = map[string]numberClass{
+	"int8": {signed: true, bits: 8}, "int16": {signed: true, bits: 16}, "int32": {signed: true, bits: 32}, "int64": {signed: true, bits: 64},
+	"uint8": {unsigned: true, bits: 8}, "uint16": {unsigned: true, bits: 16}, "uint32": {unsigned: true, bits: 32}, "uint64": {unsigned: true, bits: 64},
+	"float32": {float: true, bits: 32}, "float64": {float: true, bits: 64},
+}
+
 // widens reports whether a field of kind to holds every value of kind
-// from.
+// from: the same kind, a wider integer of the same signedness, a signed
+// integer wider than an unsigned one, or float32 to float64.
 func widens(from, to string) bool {
-	if from == to {
-		return true
-	}
-	bitsOf := func(k, prefix string) int {
-		var n int
-		if rest, ok := strings.CutPrefix(k, prefix); ok {
-			fmt.Sscan(rest, &n)
-		}
-		return n
-	}
+	f, fok := numberClasses[from]
+	t, tok := numberClasses[to]
 	switch {
-	case bitsOf(from, "int") > 0 && bitsOf(to, "int") > 0:
-		return bitsOf(to, "int") >= bitsOf(from, "int")
-	case bitsOf(from, "uint") > 0 && bitsOf(to, "uint") > 0:
-		return bitsOf(to, "uint") >= bitsOf(from, "uint")
-	case bitsOf(from, "uint") > 0 && bitsOf(to, "int") > 0:
-		return bitsOf(to, "int") > bitsOf(from, "uint")
+	case from == to:
+		return true
+	case !fok || !tok:
+		return false
+	case f.unsigned && t.signed:
+		return t.bits > f.bits
 	}
-	return from == "float32" && to == "float64"
+	return f.signed == t.signed && f.unsigned == t.unsigned && f.float == t.float && t.bits >= f.bits
 }
 
 // readStruct decodes the fields of schema s from src into v (fields with
@@ -308,8 +313,8 @@ func readField(src []byte, f fieldSchema, fv reflect.Value) ([]byte, error) {
 		if n <= 0 {
 			return nil, bad("bad varint")
 		}
-		if set {
-			if fv.Kind() >= reflect.Uint && fv.Kind() <= reflect.Uint64 || fv.OverflowInt(x) {
+		if set { // a signed field (planStruct)
+			if fv.OverflowInt(x) {
 				return nil, bad(fmt.Sprintf("%d does not fit %v", x, fv.Type()))
 			}
 			fv.SetInt(x)
