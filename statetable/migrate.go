@@ -15,19 +15,28 @@ func (t *Table) CheckRestorable(name string, file StateInfo) error {
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownState, name)
 	}
+	_, err := restorable(r, file)
+	return err
+}
+
+// restorable implements CheckRestorable for registered state r, and
+// returns the file's value codec ID if its values migrate ("" if not).
+func restorable(r registered, file StateInfo) (string, error) {
 	have := r.info()
 	switch {
 	case have.Kind != file.Kind || len(have.Codec) != len(file.Codec) || have.Codec[0] != file.Codec[0] || have.Codec[1] != file.Codec[1]:
-		return fmt.Errorf("%w: file has %v, backend has %v (keys and namespaces never migrate: their bytes decide the key group)", ErrStateMismatch, file, have)
+		return "", fmt.Errorf("%w: file has %v, backend has %v (keys and namespaces never migrate: their bytes decide the key group)", ErrStateMismatch, file, have)
 	case file.TTL && !have.TTL:
-		return fmt.Errorf("%w: file has %v, backend has it without TTL: register it with one", ErrStateMismatch, file)
+		return "", fmt.Errorf("%w: file has %v, backend has it without TTL: register it with one", ErrStateMismatch, file)
 	}
 	from, err := migrationOf(have, file)
 	if err != nil || from == "" {
-		return err
+		return "", err
 	}
-	_, err = r.migrator(from)
-	return err
+	if _, err := r.migrator(from); err != nil {
+		return "", err
+	}
+	return from, nil
 }
 
 // migrationOf returns the file's value codec ID if the state's values
@@ -57,7 +66,7 @@ func (t *Table) RestoreRunOf(name string, file StateInfo, n int, b []byte) (int,
 	if !ok {
 		return 0, fmt.Errorf("%w %q", ErrUnknownState, name)
 	}
-	from, err := t.fromOf(r, file)
+	from, err := restorable(r, file)
 	if err != nil {
 		return 0, err
 	}
@@ -77,7 +86,7 @@ func (t *Table) ApplyEntriesOf(name string, file StateInfo, ops []EntryOp) error
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownState, name)
 	}
-	from, err := t.fromOf(r, file)
+	from, err := restorable(r, file)
 	if err != nil {
 		return err
 	}
@@ -85,13 +94,6 @@ func (t *Table) ApplyEntriesOf(name string, file StateInfo, ops []EntryOp) error
 		return t.ApplyEntriesFrom(name, file.TTL, ops)
 	}
 	return r.apply(false, from, ops)
-}
-
-func (t *Table) fromOf(r registered, file StateInfo) (string, error) {
-	if err := t.CheckRestorable(r.info().Name, file); err != nil {
-		return "", err
-	}
-	return migrationOf(r.info(), file)
 }
 
 // migrator implements registered.migrator.
