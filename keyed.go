@@ -57,7 +57,7 @@ type (
 // the state's (a Codec[int32] for int64 keys, say), or one the kind has no
 // use for, is an error matching ErrConfig that names the state.
 type StateOption struct {
-	what string // "key codec", "value codec", "user key codec", "default"
+	what string // "key codec", "value codec", "user key codec", "default", "value migration"
 	v    any
 }
 
@@ -69,6 +69,27 @@ func WithKeyCodec[K any](c Codec[K]) StateOption { return StateOption{"key codec
 // value state's values, a list's elements, a map's values, a reducing
 // state's values, an aggregating state's accumulators.
 func WithValueCodec[V any](c Codec[V]) StateOption { return StateOption{"value codec", c} }
+
+// MigrateFrom lets a state restore values of an earlier type O, which a
+// file's codec records, by converting each with migrate: the schema change
+// that no codec reads by itself (a field's type changed, a value type
+// replaced; an added or removed struct field needs none, see
+// statetable.Struct). O's values are decoded with O's inferred codec
+// (CodecFor), so O declares the old type as it was: its fields' names and
+// types, under any Go name. It applies to what WithValueCodec sets: a
+// value state's values, a list's elements, a map's values, a reducing
+// state's values, an aggregating state's accumulators. Keys never migrate.
+// Cost: none on the state's operations; migrate runs once per value at a
+// restore from a file of O, and the checkpoint after it is full.
+func MigrateFrom[O, V any](migrate func(O) (V, error)) StateOption {
+	return StateOption{"value migration", func(c Codec[V]) (Codec[V], error) {
+		old, err := statetable.CodecFor[O]()
+		if err != nil {
+			return nil, fmt.Errorf("the type migrated from: %w", err)
+		}
+		return statetable.WithMigration(c, old, migrate), nil
+	}}
+}
 
 // WithUserKeyCodec gives a map state the codec of its user keys.
 func WithUserKeyCodec[UK any](c Codec[UK]) StateOption { return StateOption{"user key codec", c} }
@@ -92,7 +113,7 @@ func parseOptions(kind, name string, opts []StateOption, allowed ...string) (sta
 		switch {
 		case opt.what == "":
 			return o, fmt.Errorf("%w: state %q: a zero StateOption", ErrConfig, name)
-		case !slices.Contains(allowed, opt.what):
+		case !slices.Contains(allowed, opt.what) && !(opt.what == "value migration" && slices.Contains(allowed, "value codec")):
 			return o, fmt.Errorf("%w: state %q: a %s state has no %s", ErrConfig, name, kind, opt.what)
 		case dup:
 			return o, fmt.Errorf("%w: state %q: %s given twice", ErrConfig, name, opt.what)
@@ -119,6 +140,27 @@ func codec[T any](o stateOptions, what string) (Codec[T], error) {
 	c, ok := given.(Codec[T])
 	if !ok || c == nil {
 		return nil, fmt.Errorf("%w: state %q: %s is a %T, the state needs a Codec[%s]", ErrConfig, o.name, what, given, reflect.TypeFor[T]())
+	}
+	return c, nil
+}
+
+// valueCodec is codec of the value codec, with the value migration
+// option (MigrateFrom) applied if given.
+func valueCodec[T any](o stateOptions) (Codec[T], error) {
+	c, err := codec[T](o, "value codec")
+	if err != nil {
+		return nil, err
+	}
+	given, ok := o.set["value migration"]
+	if !ok {
+		return c, nil
+	}
+	wrap, ok := given.(func(Codec[T]) (Codec[T], error))
+	if !ok {
+		return nil, fmt.Errorf("%w: state %q: MigrateFrom converts to another type than the state's values (%s)", ErrConfig, o.name, reflect.TypeFor[T]())
+	}
+	if c, err = wrap(c); err != nil {
+		return nil, fmt.Errorf("state %q: %w", o.name, err)
 	}
 	return c, nil
 }
@@ -183,7 +225,7 @@ func valueArgs[K, V any](name string, opts []StateOption) (Codec[K], Codec[V], V
 	if err != nil {
 		return nil, nil, def, err
 	}
-	vc, err := codec[V](o, "value codec")
+	vc, err := valueCodec[V](o)
 	if err != nil {
 		return nil, nil, def, err
 	}
@@ -289,7 +331,7 @@ func keyValueArgs[K, V any](kind, name string, opts []StateOption) (Codec[K], Co
 	if err != nil {
 		return nil, nil, err
 	}
-	vc, err := codec[V](o, "value codec")
+	vc, err := valueCodec[V](o)
 	return kc, vc, err
 }
 
@@ -375,7 +417,7 @@ func mapArgs[K, UK, UV any](name string, opts []StateOption) (Codec[K], Codec[UK
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	uvc, err := codec[UV](o, "value codec")
+	uvc, err := valueCodec[UV](o)
 	return kc, ukc, uvc, err
 }
 

@@ -86,6 +86,10 @@ func (b *Backend) RestoreChains(ctx context.Context, chains ...Chain) error {
 		}
 		covered = append(covered, r)
 	}
+	// The deltas patch the cells as the job held them when it diffed
+	// them: what has expired since is kept until the last delta is in.
+	b.table.HoldExpiry()
+	defer b.table.ReleaseExpiry()
 	for _, c := range chains {
 		err := c.Full.Restore(ctx, newSink(b, c.Full.Meta()), owned)
 		base := c.FullID

@@ -38,10 +38,10 @@ type cells[K, N, C any] struct {
 	fixedKey fixedInt
 	keyCheck keyCheck // what a restored composite key must decode as
 	// migrate, for a state whose value codec is Evolving, returns the
-	// decoder of cells an earlier codec wrote; migrations caches what it
-	// returned by the earlier codec's ID.
-	migrate    func(from string) (func([]byte) (C, error), error)
-	migrations map[string]func([]byte) (C, error)
+	// transcoder of values an earlier codec wrote (valueMigration);
+	// migrations caches what it returned by the earlier codec's ID.
+	migrate    func(from string) (valueTranscoder, error)
+	migrations map[string]valueTranscoder
 }
 
 func newCells[K, N, C any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], equal func(a, b C) bool) *cells[K, N, C] {

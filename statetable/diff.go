@@ -269,20 +269,14 @@ func (t *Table) ApplyEntriesFrom(name string, ttl bool, ops []EntryOp) error {
 	if ttl && !r.info().TTL {
 		return fmt.Errorf("%w: state %q has no TTL, the changes applied carry expiration timestamps", ErrStateMismatch, name)
 	}
-	return r.apply(ttl, "", ops)
+	return r.apply(ttl, ops)
 }
 
 // apply implements ApplyEntriesFrom: each key is checked and hashed once (a
 // put's cell decoded with it), then the ops run in hash order.
-func (c *cells[K, N, C]) apply(stamped bool, from string, ops []EntryOp) error {
+func (c *cells[K, N, C]) apply(stamped bool, ops []EntryOp) error {
 	dec, now := c.cell.dec, int64(0)
-	if from != "" {
-		d, err := c.migrated(from)
-		if err != nil {
-			return err
-		}
-		dec = d
-	} else if c.ttl != nil {
+	if c.ttl != nil {
 		c.ttl.taint() // replayed timestamps may be older than the cleanup's floor
 		now = c.t.now()
 		if !stamped {
@@ -327,7 +321,7 @@ func (c *cells[K, N, C]) apply(stamped bool, from string, ops []EntryOp) error {
 				return err
 			}
 		}
-		if c.ttl != nil {
+		if c.ttl != nil && !c.t.expiryHeld {
 			c.dropExpired(it.h, it.ck, now)
 		}
 	}

@@ -115,6 +115,7 @@ func newListState[K, N, E any](t *Table, info StateInfo, kc Codec[K], nc Codec[N
 		return s.appendTo(list[E]{}, es), nil
 	}}
 	s.parts = &cellParts[list[E]]{diff: s.diffParts(ec), apply: s.applyParts(ec), empty: func(l list[E]) bool { return l.Len() == 0 }}
+	s.migrate = valueMigration(ec)
 	return s
 }
 

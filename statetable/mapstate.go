@@ -88,6 +88,7 @@ func newMapState[K, N, UK, UV any](t *Table, info StateInfo, kc Codec[K], nc Cod
 		return s.decodeCell(src, uvc.Decode)
 	}}
 	s.parts = &cellParts[userMap[UK, UV]]{diff: s.diffParts(uvc), apply: s.applyParts(uvc), empty: func(m userMap[UK, UV]) bool { return m.Len() == 0 }}
+	s.migrate = valueMigration(uvc)
 	return s
 }
 

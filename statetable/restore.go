@@ -55,7 +55,7 @@ func (t *Table) RestoreRunFrom(name string, ttl bool, n int, b []byte) (int, err
 	if n < 0 || n > len(b)/2 { // an entry takes at least two bytes
 		return 0, fmt.Errorf("%w: state %q: %d entries cannot fit in %d bytes", ErrDecode, name, n, len(b))
 	}
-	return r.restoreRun(ttl, "", n, b)
+	return r.restoreRun(ttl, n, b)
 }
 
 // emptyNamespaceHash is the low bits EntryHash takes from an empty
@@ -107,21 +107,14 @@ func loadKey15(k *key15, p []byte) {
 }
 
 // restoreRun implements Table.RestoreRun (n is at most len(b)/2).
-func (c *cells[K, N, C]) restoreRun(stamped bool, from string, n int, b []byte) (int, error) {
+func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) {
 	run := cellRun[C]{n: n}
 	r15 := &run.r15
 	// A fixed-width cell is decoded inline (fixedInt.decode); one of
 	// another length goes to dec, which reports the error. A TTL state's
-	// decoder sees every cell, and so does a migration's (from).
+	// decoder sees every cell.
 	maxPar, owned, dec, fixed := c.t.maxPar, c.t.owned, c.cell.dec, c.cell.fixed
-	switch {
-	case from != "":
-		d, err := c.migrated(from)
-		if err != nil {
-			return 0, err
-		}
-		dec, fixed = d, fixedInt{}
-	case c.ttl != nil:
+	if c.ttl != nil {
 		dec, fixed = c.ttlDecoder(stamped), fixedInt{}
 		c.ttl.taint() // restored timestamps may be older than the cleanup's floor
 	}
@@ -317,6 +310,9 @@ func (c *cells[K, N, C]) ttlDecoder(stamped bool) func([]byte) (C, error) {
 	if !stamped {
 		exp := c.ttl.rt.expiry(now)
 		return func(b []byte) (C, error) { return c.ttl.decPlain(b, exp) }
+	}
+	if c.t.expiryHeld {
+		return c.cell.dec
 	}
 	return func(b []byte) (C, error) {
 		cell, err := c.cell.dec(b)

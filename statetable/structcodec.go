@@ -27,6 +27,54 @@ type Evolving[T any] interface {
 // whose values the registered codec cannot read.
 var ErrIncompatible = fmt.Errorf("%w: values written by an incompatible codec", ErrStateMismatch)
 
+// WithMigration returns codec c, which also reads the values that codec
+// old wrote, by decoding them with old and converting them with migrate:
+// the user migration of a change that c cannot read by itself (a field's
+// type changed, a value type replaced). Its ID and encoding are c's, so a
+// state registered with it writes what c writes. DecoderFor of old's ID
+// uses old.Decode; of another ID, old's own DecoderFor if old is Evolving
+// (so migrations chain: a file of any version old reads migrates), else
+// c's if c is Evolving; else ErrIncompatible. migrate runs once per value
+// restored from a file old (or an earlier version of it) wrote; its error
+// fails the restore, naming the state.
+func WithMigration[V, O any](c Codec[V], old Codec[O], migrate func(O) (V, error)) Evolving[V] {
+	return migratingCodec[V, O]{Codec: c, old: old, migrate: migrate}
+}
+
+type migratingCodec[V, O any] struct {
+	Codec[V]
+	old     Codec[O]
+	migrate func(O) (V, error)
+}
+
+func (c migratingCodec[V, O]) DecoderFor(id string) (func([]byte) (V, error), error) {
+	convert := func(dec func([]byte) (O, error)) func([]byte) (V, error) {
+		return func(b []byte) (V, error) {
+			o, err := dec(b)
+			if err != nil {
+				var zero V
+				return zero, err
+			}
+			return c.migrate(o)
+		}
+	}
+	if id == c.ID() {
+		return c.Decode, nil
+	}
+	if id == c.old.ID() {
+		return convert(c.old.Decode), nil
+	}
+	if e, ok := c.old.(Evolving[O]); ok {
+		if dec, err := e.DecoderFor(id); err == nil {
+			return convert(dec), nil
+		}
+	}
+	if e, ok := c.Codec.(Evolving[V]); ok {
+		return e.DecoderFor(id)
+	}
+	return nil, fmt.Errorf("%w: %s reads values of %s (by migration) but not of %s", ErrIncompatible, c.ID(), c.old.ID(), id)
+}
+
 // Struct returns the codec of struct type T by its fields' names: its ID
 // is T's schema (every exported field's name and type, in declaration
 // order), and it reads values that an earlier declaration of T wrote

@@ -57,6 +57,9 @@ type Table struct {
 	pinnedAt int64
 	ttl      []ttlState // the TTL states, in registration order
 	ttlNext  int        // the TTL state CleanupExpired goes on with
+	// expiryHeld: restores and replayed changes keep what has expired
+	// (HoldExpiry).
+	expiryHeld bool
 	// cleanupStep is Config.TTLCleanupPerAdvance, its default applied.
 	cleanupStep int
 	// lastNow is the last time read; clockBacks counts the reads that went
@@ -191,7 +194,7 @@ type registered interface {
 	restore(ck string, cell []byte) error
 	// restoreRun decodes and stores a run of n entries (see
 	// Table.RestoreRun), returning the bytes they took.
-	restoreRun(ttl bool, from string, n int, b []byte) (int, error)
+	restoreRun(ttl bool, n int, b []byte) (int, error)
 	// diff yields the changes between two views (prev nil: empty).
 	diff(prev, next any, yield func(EntryChange) bool)
 	// check is Table.Check of the state's structures.
@@ -200,11 +203,12 @@ type registered interface {
 	delete(ck string) error
 	patch(ck string, parts []Part) error
 	// apply replays a batch of entry changes (see Table.ApplyEntries).
-	apply(ttl bool, from string, ops []EntryOp) error
-	// migrator returns a decoder of the cells a state whose value codec
-	// had ID from wrote (see Table.CheckRestorable); an error matching
-	// ErrIncompatible if there is none.
-	migrator(from string) (any, error)
+	apply(ttl bool, ops []EntryOp) error
+	// transcoder returns the function that rewrites a value written by
+	// the value codec with ID from in the registered codec's encoding
+	// (see Table.CheckRestorable); an error matching ErrIncompatible if
+	// there is none.
+	transcoder(from string) (valueTranscoder, error)
 }
 
 // register records a new state, or returns the one already registered under

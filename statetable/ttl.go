@@ -225,6 +225,9 @@ func (h *ttlHooks[C]) taint() {
 
 // ttlState is a registered state with a TTL, as the table's cleanup sees it.
 type ttlState interface {
+	// cleanupRound removes everything that has expired at now: a whole
+	// round of cleanupStep. Writer goroutine only.
+	cleanupRound(now int64) (removed int)
 	// cleanupStep visits about budget entries from where the last step
 	// stopped, removing what has expired at now, and reports whether it
 	// reached the end of the state (the next step starts over from its
@@ -295,6 +298,47 @@ func (t *Table) CleanupExpired(budget int) (visited, removed int) {
 		}
 	}
 	return visited, removed
+}
+
+// HoldExpiry makes restores and replayed changes (RestoreRun, RestoreEntry,
+// ApplyEntries and their ...From and ...Of forms) keep what has expired,
+// until ReleaseExpiry: a chain of an incremental checkpoint restores its
+// deltas onto exactly the cells they were diffed against, as the job held
+// them, not onto cells the restore's later clock has pruned (a list's
+// patch addresses positions; a map's or list's patch of an entry whose
+// values have all expired since would find nothing). Reads treat what
+// has expired as absent all the while. Writer goroutine only.
+func (t *Table) HoldExpiry() { t.expiryHeld = true }
+
+// ReleaseExpiry ends HoldExpiry and removes from every TTL state what has
+// expired at the clock's time, as a restore does. It returns the values,
+// elements and map entries' entries removed. Cost: one pass over the
+// entries of the TTL states. Writer goroutine only.
+func (t *Table) ReleaseExpiry() (removed int) {
+	if !t.expiryHeld {
+		return 0
+	}
+	t.expiryHeld = false
+	now := t.now()
+	for _, s := range t.ttl {
+		removed += s.cleanupRound(now)
+	}
+	return removed
+}
+
+// cleanupRound implements ttlState: steps until a round that began at the
+// state's first entry ends (the cursor may be inside one).
+func (c *cells[K, N, C]) cleanupRound(now int64) (removed int) {
+	const budget = math.MaxInt / 64 // unbounded, with room for cleanMap's 16*budget
+	fromStart := c.ttl.cur.class == 0 && c.ttl.cur.pos == 0
+	for {
+		_, r, end := c.cleanupStep(budget, now)
+		removed += r
+		if end && fromStart {
+			return removed
+		}
+		fromStart = fromStart || end
+	}
 }
 
 // cleanupStep implements ttlState for cells of a TTL state: it goes through
@@ -582,6 +626,7 @@ func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N]
 	c := newCells[K, N, stamped[V]](t, info, kc, nc, stampedEquality[V]())
 	c.m.compact()
 	c.cell = valueCell(stampedCodec(vc))
+	c.migrate = valueMigration(vc)
 	c.ttl = valueHooks(rt, vc)
 	c.ttl.floor = math.MinInt64
 	t.ttl = append(t.ttl, c)

@@ -19,6 +19,7 @@ func newTTLList[K, N, E any](t *Table, info StateInfo, kc Codec[K], nc Codec[N],
 	inner := newListState(t, info, kc, nc, stampedCodec(ec))
 	l := &ttlList[K, N, E]{inner: inner, rt: newTTLRuntime(t, cfg)}
 	inner.cells.ttl = listHooks(l, ec)
+	inner.cells.migrate = valueMigration(ec) // of the elements, without their timestamps
 	inner.cells.ttl.floor = math.MinInt64
 	t.ttl = append(t.ttl, inner.cells)
 	return ttlInner{inner, &ListState[K, N, E]{keyed: inner.keyed, ttl: l}}

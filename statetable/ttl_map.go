@@ -17,6 +17,7 @@ func newTTLMap[K, N, UK, UV any](t *Table, info StateInfo, kc Codec[K], nc Codec
 	inner := newMapState(t, info, kc, nc, ukc, stampedCodec(uvc))
 	m := &ttlMap[K, N, UK, UV]{inner: inner, rt: newTTLRuntime(t, cfg)}
 	inner.cells.ttl = mapHooks(m, uvc)
+	inner.cells.migrate = valueMigration(uvc) // of the user values, without their timestamps
 	inner.cells.ttl.floor = math.MinInt64
 	t.ttl = append(t.ttl, inner.cells)
 	return ttlInner{inner, &MapState[K, N, UK, UV]{keyed: inner.keyed, ukc: ukc, ttl: m}}

@@ -177,8 +177,6 @@ func registerAs[S interface{ ttlRuntime() *ttlRuntime }](t *Table, info StateInf
 func newValueCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N], vc Codec[V]) (*cells[K, N, V], keyed[K, N]) {
 	c := newCells[K, N, V](t, info, kc, nc, equalityFor[V]())
 	c.cell = valueCell(vc)
-	if e, ok := vc.(Evolving[V]); ok {
-		c.migrate = e.DecoderFor
-	}
+	c.migrate = valueMigration(vc)
 	return c, keyed[K, N]{c}
 }
