@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/cowstate/cowstate/cow"
 	"github.com/cowstate/cowstate/snapshot"
@@ -69,6 +70,18 @@ func (src source) TimerEntries(service string, d timerqueue.Domain, yield func(g
 // ErrReleased, not a panic.
 func WriteSnapshot(ctx context.Context, w io.Writer, snap *Snapshot, prog *snapshot.Progress) error {
 	return write(ctx, w, snap, false, prog)
+}
+
+// SavepointMeta returns the metadata a savepoint of snap records (what
+// WriteSavepoint writes in its header): max parallelism, key groups, and
+// the states and timer services with their kinds and codec IDs, sorted
+// by name. A tool checks a savepoint against it before a deploy (package
+// savepoint: HeaderOf, Check). Any goroutine while snap is live; O(states).
+func SavepointMeta(snap *Snapshot) snapshot.Meta {
+	m := source{s: snap, savepoint: true}.Meta()
+	slices.SortFunc(m.States, func(a, b statetable.StateInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(m.Timers, func(a, b snapshot.TimerServiceInfo) int { return strings.Compare(a.Name, b.Name) })
+	return m
 }
 
 // WriteSavepoint writes snap as a savepoint: full and canonical (the same

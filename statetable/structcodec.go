@@ -262,6 +262,43 @@ func (c structCodec[T]) DecoderFor(old string) (func([]byte) (T, error), error) 
 	}, nil
 }
 
+// StructReads judges from two codec IDs alone whether a Struct codec of ID
+// cur reads the values a Struct codec of ID old wrote, as its DecoderFor
+// would: nil if so (the same ID, or fields added, removed or widened),
+// else an error matching ErrIncompatible naming the field and both types,
+// or that an ID is not a struct schema (other codecs are judged only by
+// the codec itself, in a job). For tools that check a file against a
+// job's schemas without the job's Go types (package savepoint).
+func StructReads(cur, old string) error {
+	if cur == old {
+		return nil
+	}
+	parse := func(id string) (structSchema, error) {
+		body, ok := strings.CutPrefix(id, "struct")
+		if !ok {
+			return nil, fmt.Errorf("%w: codec %s is not a struct schema", ErrIncompatible, id)
+		}
+		p := schemaParser{s: body}
+		s, err := p.parse()
+		if err != nil {
+			return nil, fmt.Errorf("%w: codec %s: %v", ErrIncompatible, id, err)
+		}
+		return s, nil
+	}
+	os, err := parse(old)
+	if err != nil {
+		return err
+	}
+	cs, err := parse(cur)
+	if err != nil {
+		return err
+	}
+	if _, err := planStruct(os, cs, ""); err != nil {
+		return fmt.Errorf("%w: %s cannot read values of %s: %v", ErrIncompatible, cur, old, err)
+	}
+	return nil
+}
+
 // planStruct returns the old schema with each field's index set to the
 // new struct's field of the same name (-1: dropped), checking that each
 // kept field's new kind can hold its old values.
