@@ -1,5 +1,5 @@
-// Cowstate runs the cowstate demo job and inspects and verifies checkpoint
-// stores.
+// Cowstate runs the cowstate demo job, inspects and verifies checkpoint
+// stores, and reads, checks, rewrites and writes savepoint files.
 //
 // Usage:
 //
@@ -10,6 +10,7 @@
 //	demo     run a keyed streaming job with checkpoints, a crash, a restore and a rescale
 //	inspect  list the checkpoints and savepoints of a checkpoint store
 //	verify   check that every checkpoint of a store restores
+//	savepoint list, dump, check, rewrite and bootstrap savepoint files
 //
 // Use "cowstate help <command>" for more information about a command.
 //
@@ -28,6 +29,7 @@
 //	go run -C cmd/cowstate . demo -instances 4 -rescale-to 3 -dir /tmp/job
 //	go run -C cmd/cowstate . inspect /tmp/cowstate-demo-123
 //	go run -C cmd/cowstate . verify -store 's3://bucket?prefix=job/&region=...'
+//	go run -C cmd/cowstate . savepoint check -job job.schema savepoint-7
 //
 // The internal command demo-instance is one process of such a job; cowstate
 // demo starts it.
@@ -72,7 +74,8 @@ type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-var commands = []*command{demoCmd, inspectCmd, verifyCmd, instanceCmd}
+var commands = []*command{demoCmd, inspectCmd, verifyCmd, savepointCmd, instanceCmd,
+	savepointListCmd, savepointDumpCmd, savepointCheckCmd, savepointRewriteCmd, savepointBootstrapCmd}
 
 var demoCmd = &command{
 	name:      "demo",
@@ -262,6 +265,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		mainUsage(stdout)
 		return 0
 	}
+	args = subcommand(args)
 	cmd := lookup(args[0])
 	if cmd == nil {
 		fmt.Fprintf(stderr, "cowstate %s: unknown command\nRun 'cowstate help' for usage.\n", args[0])
@@ -319,6 +323,15 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// subcommand joins a command and its subcommand ("savepoint list") into
+// the one name the command is registered under.
+func subcommand(args []string) []string {
+	if len(args) > 1 && lookup(args[0]+" "+args[1]) != nil {
+		return append([]string{args[0] + " " + args[1]}, args[2:]...)
+	}
+	return args
+}
+
 func lookup(name string) *command {
 	for _, c := range commands {
 		if c.name == name {
@@ -330,10 +343,10 @@ func lookup(name string) *command {
 
 // mainUsage prints the list of commands.
 func mainUsage(w io.Writer) {
-	fmt.Fprint(w, "Cowstate runs the cowstate demo job and inspects and verifies checkpoint stores.\n\nUsage:\n\n\tcowstate <command> [arguments]\n\nThe commands are:\n\n")
+	fmt.Fprint(w, "Cowstate runs the cowstate demo job, inspects and verifies checkpoint stores,\nand reads, checks, rewrites and writes savepoint files.\n\nUsage:\n\n\tcowstate <command> [arguments]\n\nThe commands are:\n\n")
 	for _, c := range commands {
 		if !c.hidden {
-			fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.short)
+			fmt.Fprintf(w, "\t%-9s %s\n", c.name, c.short)
 		}
 	}
 	fmt.Fprint(w, "\nUse \"cowstate help <command>\" for more information about a command.\n")
@@ -353,6 +366,7 @@ func hasFlags(fs *flag.FlagSet) bool {
 
 // help implements "cowstate help [command]".
 func help(args []string, stdout, stderr io.Writer) int {
+	args = subcommand(args)
 	switch len(args) {
 	case 0:
 		mainUsage(stdout)

@@ -28,7 +28,7 @@ func TestUsage(t *testing.T) {
 	}{
 		{nil, 2, "", "Usage:\n\n\tcowstate <command> [arguments]"},
 		{[]string{"-h"}, 0, "The commands are:", ""},
-		{[]string{"help"}, 0, "\tverify   check that every checkpoint of a store restores", ""},
+		{[]string{"help"}, 0, "\tverify    check that every checkpoint of a store restores", ""},
 		{[]string{"help", "demo"}, 0, "usage: cowstate demo", ""},
 		{[]string{"help", "demo"}, 0, "-checkpoint-every n", ""},
 		{[]string{"help", "inspect"}, 0, "-v\tlist the segments", ""},
