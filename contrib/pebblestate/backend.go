@@ -60,7 +60,13 @@ type Backend struct {
 	clock    func() int64
 	kinds    map[string]statetable.Kind
 	services map[string]*service
-	closed   bool
+	// infos and codecs are the codec IDs (and TTL flags) a restored
+	// savepoint gave states and timer services (savepoint.go); ttls the
+	// TTLs of the states registered with one.
+	infos  map[string]statetable.StateInfo
+	codecs map[string][2]string
+	ttls   map[string]statetable.TTL
+	closed bool
 }
 
 var _ contract.Backend = (*Backend)(nil)
@@ -105,7 +111,8 @@ func Open(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("pebblestate: open %q: %w", opts.Dir, err)
 	}
 	b := &Backend{db: db, wo: pebble.NoSync, maxPar: maxPar, owned: owned, clock: clock,
-		kinds: map[string]statetable.Kind{}, services: map[string]*service{}}
+		kinds: map[string]statetable.Kind{}, services: map[string]*service{},
+		infos: map[string]statetable.StateInfo{}, codecs: map[string][2]string{}, ttls: map[string]statetable.TTL{}}
 	if opts.Sync {
 		b.wo = pebble.Sync
 	}
@@ -159,7 +166,8 @@ func (b *Backend) KeyGroups() statetable.KeyGroupRange { return b.owned }
 
 // RegisterState implements contract.Backend. The kind is recorded in the
 // database, so that a database opened again refuses a state registered
-// with another kind.
+// with another kind; the codec IDs a restored savepoint gave the state are
+// read back (RestoreSavepoint).
 func (b *Backend) RegisterState(name string, kind statetable.Kind) error {
 	if b.closed {
 		return ErrClosed
@@ -187,6 +195,9 @@ func (b *Backend) RegisterState(name string, kind statetable.Kind) error {
 	case len(v) != 1 || statetable.Kind(v[0]) != kind:
 		return fmt.Errorf("%w: %q is stored as a %v state, not %v", statetable.ErrStateMismatch, name, statetable.Kind(v[0]), kind)
 	}
+	if err := b.loadInfo(name, kind); err != nil {
+		return err
+	}
 	b.kinds[name] = kind
 	return nil
 }
@@ -197,6 +208,9 @@ func (b *Backend) RegisterTimerService(name string) error {
 		return ErrClosed
 	}
 	if _, ok := b.services[name]; !ok {
+		if err := b.loadCodecs(name); err != nil {
+			return err
+		}
 		b.services[name] = newService(name, b.owned)
 	}
 	return nil

@@ -265,10 +265,6 @@ func (b *Backend) checkRecord(kg int, k, v []byte) error {
 		return fmt.Errorf("%w: key %x does not fit the %v state %q", ErrCorrupt, k, kind, pk.name)
 	}
 	switch kind {
-	case statetable.KindValue:
-		if len(v) == 0 {
-			return fmt.Errorf("%w: empty value of (%q, %q) in state %q", ErrCorrupt, pk.key, pk.ns, pk.name)
-		}
 	case statetable.KindList:
 		if l, err := decodeList(v); err != nil || len(l) == 0 {
 			return fmt.Errorf("%w: list of (%q, %q) in state %q: %d elements, %v", ErrCorrupt, pk.key, pk.ns, pk.name, len(l), err)

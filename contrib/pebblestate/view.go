@@ -28,6 +28,9 @@ type view struct {
 	owned    statetable.KeyGroupRange
 	kinds    map[string]statetable.Kind
 	services []string // sorted
+	infos    map[string]statetable.StateInfo
+	codecs   map[string][2]string
+	ttls     map[string]statetable.TTL
 	release  sync.Once
 }
 
@@ -36,7 +39,7 @@ type view struct {
 // view reads until it is released.
 func (b *Backend) Capture() contract.View {
 	return &view{b: b, snap: b.db.NewSnapshot(), maxPar: b.maxPar, owned: b.owned, kinds: maps.Clone(b.kinds),
-		services: slices.Sorted(maps.Keys(b.services))}
+		services: slices.Sorted(maps.Keys(b.services)), infos: maps.Clone(b.infos), codecs: maps.Clone(b.codecs), ttls: maps.Clone(b.ttls)}
 }
 
 func (v *view) StateEntries(state string) ([]contract.Entry, error) {
