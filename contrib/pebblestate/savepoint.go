@@ -145,8 +145,10 @@ func (b *Backend) loadCodecs(name string) error {
 // are registered; one registered with another kind is an error matching
 // ErrMismatch and statetable.ErrStateMismatch, naming it, as is another
 // max parallelism. A state of the file with a TTL must be registered
-// first with RegisterStateTTL (its duration is not in the file), and one
-// registered with a TTL must have one in the file. Each state's codec IDs
+// first with RegisterStateTTL (its duration is not in the file); its
+// expiration stamps are kept, and what has expired by the backend's clock
+// is dropped. A state registered with a TTL that the file has without one
+// is restored as if written at the restore. Each state's codec IDs
 // and TTL flag, and each service's codec IDs, are kept in the database,
 // so that WriteSavepoint names them again.
 //
@@ -237,12 +239,8 @@ func (b *Backend) checkFileState(s statetable.StateInfo) error {
 	if have, ok := b.kinds[s.Name]; ok && have != s.Kind {
 		return fmt.Errorf("%w: %w: the savepoint's %v state %q is registered as a %v state", ErrMismatch, statetable.ErrStateMismatch, s.Kind, s.Name, have)
 	}
-	_, ttl := b.ttls[s.Name]
-	switch {
-	case s.TTL && !ttl:
+	if _, ttl := b.ttls[s.Name]; s.TTL && !ttl {
 		return fmt.Errorf("%w: %w: the savepoint's state %q has a TTL: register it first with RegisterStateTTL", ErrMismatch, statetable.ErrStateMismatch, s.Name)
-	case !s.TTL && ttl:
-		return fmt.Errorf("%w: %w: state %q is registered with a TTL, the savepoint's has none", ErrMismatch, statetable.ErrStateMismatch, s.Name)
 	}
 	return nil
 }
@@ -273,7 +271,11 @@ func (b *Backend) restoreFile(ctx context.Context, f *savepoint.File, kgs statet
 		if err != nil {
 			return committed, fmt.Errorf("pebblestate: %w", err)
 		}
-		if err := putEntry(batch, infos[e.State], &e); err != nil {
+		info := infos[e.State]
+		if t := b.ttlAt(e.State); t.on && !live(info.TTL, t, &e) {
+			continue
+		}
+		if err := putEntry(batch, info, b.ttlAt(e.State), &e); err != nil {
 			return committed, err
 		}
 		if err := flush(false); err != nil {
@@ -300,8 +302,19 @@ func (b *Backend) restoreFile(ctx context.Context, f *savepoint.File, kgs statet
 // putEntry adds the records of a savepoint entry to batch: a value, list
 // element or map value of a state with a TTL keeps its expiration stamp in
 // front of its bytes (keys.go), as the savepoint's cell does.
-func putEntry(batch *pebble.Batch, info statetable.StateInfo, e *savepoint.Entry) error {
+func putEntry(batch *pebble.Batch, info statetable.StateInfo, t ttlAt, e *savepoint.Entry) error {
 	key, ns := string(e.Key), string(e.Namespace)
+	if t.on && !info.TTL {
+		// Restored into a state with a TTL: as if written now.
+		info.TTL = true
+		e.Value.Expires = t.exp
+		for i := range e.List {
+			e.List[i].Expires = t.exp
+		}
+		for i := range e.Map {
+			e.Map[i].Value.Expires = t.exp
+		}
+	}
 	switch info.Kind {
 	case statetable.KindMap:
 		for _, m := range e.Map {
@@ -319,6 +332,36 @@ func putEntry(batch *pebble.Batch, info statetable.StateInfo, e *savepoint.Entry
 	default:
 		return batch.Set(entryKey(e.KeyGroup, e.State, key, ns), stamped(info.TTL, e.Value), nil)
 	}
+}
+
+// live drops from an entry of a state with a TTL (the file's, ttl) what
+// has expired at t.now, and reports whether anything is left.
+func live(ttl bool, t ttlAt, e *savepoint.Entry) bool {
+	if !ttl {
+		return true
+	}
+	keep := func(v savepoint.Value) bool { return v.Expires > t.now }
+	switch {
+	case e.List != nil:
+		l := make([]savepoint.Value, 0, len(e.List))
+		for _, v := range e.List {
+			if keep(v) {
+				l = append(l, v)
+			}
+		}
+		e.List = l
+		return len(l) > 0
+	case e.Map != nil:
+		m := make([]savepoint.MapEntry, 0, len(e.Map))
+		for _, me := range e.Map {
+			if keep(me.Value) {
+				m = append(m, me)
+			}
+		}
+		e.Map = m
+		return len(m) > 0
+	}
+	return keep(e.Value)
 }
 
 // stamped is the stored form of a value: with a TTL, its expiration
@@ -346,8 +389,11 @@ func unstamped(ttl bool, b []byte) (savepoint.Value, error) {
 func (b *Backend) keepInfos(meta snapshot.Meta) error {
 	batch := b.db.NewBatch()
 	defer batch.Close()
-	for _, s := range meta.States {
-		if err := batch.Set(infoKey(s.Name), encodeInfo(s), nil); err != nil {
+	infos := make([]statetable.StateInfo, len(meta.States))
+	for i, s := range meta.States {
+		_, ttl := b.ttls[s.Name]
+		infos[i] = statetable.StateInfo{Name: s.Name, Kind: s.Kind, Codec: slices.Clone(s.Codec), TTL: ttl}
+		if err := batch.Set(infoKey(s.Name), encodeInfo(infos[i]), nil); err != nil {
 			return err
 		}
 	}
@@ -359,8 +405,8 @@ func (b *Backend) keepInfos(meta snapshot.Meta) error {
 	if err := batch.Commit(b.wo); err != nil {
 		return fmt.Errorf("pebblestate: recording the savepoint's codec IDs: %w", err)
 	}
-	for _, s := range meta.States {
-		b.infos[s.Name] = statetable.StateInfo{Name: s.Name, Kind: s.Kind, Codec: slices.Clone(s.Codec), TTL: s.TTL}
+	for _, info := range infos {
+		b.infos[info.Name] = info
 	}
 	for _, t := range meta.Timers {
 		b.codecs[t.Name] = t.Codecs
@@ -407,10 +453,11 @@ func (v *view) header() savepoint.Header {
 
 // info is the StateInfo of a state of the view.
 func (v *view) info(name string) statetable.StateInfo {
+	_, ttl := v.ttls[name]
 	if info, ok := v.infos[name]; ok {
+		info.TTL = ttl
 		return info
 	}
-	_, ttl := v.ttls[name]
 	return defaultInfo(name, v.kinds[name], ttl)
 }
 
@@ -426,7 +473,7 @@ func (v *view) writeSavepoint(ctx context.Context, w io.Writer) error {
 	}
 	group := func(g int) iter.Seq2[savepoint.Entry, error] {
 		return func(yield func(savepoint.Entry, error) bool) {
-			if err := groupEntries(it, g, infos, yield); err != nil {
+			if err := groupEntries(it, g, infos, v.now, yield); err != nil {
 				yield(savepoint.Entry{}, err)
 			}
 		}
@@ -457,9 +504,10 @@ func (v *view) writeSavepoint(ctx context.Context, w io.Writer) error {
 }
 
 // groupEntries yields the entries of key group g in it, the user keys of
-// a map (consecutive keys) gathered into one entry. Stored values are
+// a map (consecutive keys) gathered into one entry, leaving out what of a
+// state with a TTL has expired at now. Stored values are
 // copied: the entries outlive the iterator's position.
-func groupEntries(it *pebble.Iterator, g int, infos map[string]statetable.StateInfo, yield func(savepoint.Entry, error) bool) error {
+func groupEntries(it *pebble.Iterator, g int, infos map[string]statetable.StateInfo, now int64, yield func(savepoint.Entry, error) bool) error {
 	p := append(kgPrefix(nil, g), tagState)
 	var cur savepoint.Entry
 	have := false
@@ -479,6 +527,16 @@ func groupEntries(it *pebble.Iterator, g int, infos map[string]statetable.StateI
 		}
 		if pk.hasUserKey != (info.Kind == statetable.KindMap) {
 			return fmt.Errorf("%w: key %x does not fit the %v state %q", ErrCorrupt, k, info.Kind, pk.name)
+		}
+		if info.TTL {
+			live, keep, err := liveStored(info.Kind, val, now)
+			if err != nil {
+				return fmt.Errorf("%w: (%q, %q) in state %q: %v", ErrCorrupt, pk.key, pk.ns, pk.name, err)
+			}
+			if !keep {
+				continue
+			}
+			val = live
 		}
 		val = bytes.Clone(val)
 		if val == nil {
