@@ -14,6 +14,7 @@ import (
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/contrib/pebblestate"
+	"github.com/cowstate/cowstate/savepoint"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 )
@@ -327,5 +328,82 @@ func TestSavepoint_ContractAdapter(t *testing.T) {
 	same(t, b2, b)
 	if got := pebbleSavepoint(t, b2); !bytes.Equal(got, file) {
 		t.Errorf("the savepoint of the adapter's snapshot restored differs")
+	}
+}
+
+// A savepoint with a TTL state round-trips byte for byte, its expiration
+// stamps kept; what expires afterwards is left out of the next savepoint
+// and removed by CleanupExpired.
+func TestSavepoint_TTL(t *testing.T) {
+	j := newJob(t, nil, true)
+	j.fill(t)
+	file := savepointOf(t, j.b)
+	ttl := statetable.TTL{Duration: time.Hour}
+
+	// The TTL's duration is not in the file: the state must be
+	// registered with it first.
+	b0 := openMem(t, nil)
+	if err := restorePebble(b0, file); !errors.Is(err, pebblestate.ErrMismatch) || !strings.Contains(err.Error(), `"visits"`) {
+		t.Errorf("TTL state not registered: %v", err)
+	}
+
+	clock := int64(now)
+	b := open(t, cowstate.Config{MaxParallelism: 128, Clock: func() int64 { return clock }}, vfs.NewMem(), "db")
+	must(t, b.RegisterStateTTL("visits", statetable.KindValue, ttl))
+	must(t, restorePebble(b, file))
+	got := pebbleSavepoint(t, b)
+	if !bytes.Equal(got, file) {
+		t.Fatalf("pebblestate's savepoint (%d bytes) differs from the cowstate savepoint with a TTL it restored (%d bytes)", len(got), len(file))
+	}
+	f, err := savepoint.Open(bytes.NewReader(got), int64(len(got)))
+	must(t, err)
+	n := 0
+	for e, err := range f.Entries(context.Background(), savepoint.Select{States: []string{"visits"}}) {
+		must(t, err)
+		if e.Value.Expires != now+3600_000 {
+			t.Fatalf("visits of %s expires at %d, want %d", e.Key, e.Value.Expires, now+3600_000)
+		}
+		n++
+	}
+	if n != users {
+		t.Errorf("%d visits entries, want %d", n, users)
+	}
+	j2 := newJob(t, nil, true)
+	restoreCow(t, j2.b, got)
+	if !bytes.Equal(savepointOf(t, j2.b), file) {
+		t.Errorf("cowstate restored from pebblestate's savepoint with a TTL writes another savepoint")
+	}
+	if v, ok, err := b.Get("visits", user(7), ""); err != nil || !ok || v != string(statetable.Int64.Append(nil, 14)) {
+		t.Errorf("visits of %s: %x, %v, %v", user(7), v, ok, err)
+	}
+
+	// An hour later every visit has expired.
+	clock = now + 3600_000
+	if v, ok, err := b.Get("visits", user(7), ""); err != nil || ok {
+		t.Errorf("expired visits of %s: %x, %v, %v", user(7), v, ok, err)
+	}
+	if es, err := b.StateEntries("visits"); err != nil || len(es) != 0 {
+		t.Errorf("expired visits: %d entries, %v", len(es), err)
+	}
+	later := pebbleSavepoint(t, b)
+	f, err = savepoint.Open(bytes.NewReader(later), int64(len(later)))
+	must(t, err)
+	l, err := f.List(context.Background())
+	must(t, err)
+	for _, s := range l.States {
+		if s.Name == "visits" && s.Entries != 0 {
+			t.Errorf("state %q: %d entries in the later savepoint, want 0", s.Name, s.Entries)
+		}
+	}
+	removed := 0
+	for range 100 {
+		_, r := b.CleanupExpired(1000)
+		removed += r
+	}
+	if removed != users {
+		t.Errorf("CleanupExpired removed %d, want %d", removed, users)
+	}
+	if !bytes.Equal(pebbleSavepoint(t, b), later) {
+		t.Errorf("the cleanup changed what a savepoint holds")
 	}
 }
