@@ -407,3 +407,39 @@ func TestSavepoint_TTL(t *testing.T) {
 		t.Errorf("the cleanup changed what a savepoint holds")
 	}
 }
+
+// A state the savepoint has without a TTL, registered with one, is
+// restored as if written at the restore, and its next savepoint has the
+// TTL.
+func TestSavepoint_TTLAdded(t *testing.T) {
+	j := newJob(t, nil, false)
+	j.fill(t)
+	file := savepointOf(t, j.b)
+	b := openMem(t, nil)
+	must(t, b.RegisterStateTTL("tags", statetable.KindList, statetable.TTL{Duration: time.Minute}))
+	must(t, restorePebble(b, file))
+	got := pebbleSavepoint(t, b)
+	f, err := savepoint.Open(bytes.NewReader(got), int64(len(got)))
+	must(t, err)
+	for _, s := range f.Meta().States {
+		if (s.Name == "tags") != s.TTL {
+			t.Errorf("state %q: TTL %v in the savepoint", s.Name, s.TTL)
+		}
+	}
+	n := 0
+	for e, err := range f.Entries(context.Background(), savepoint.Select{States: []string{"tags"}}) {
+		must(t, err)
+		for _, v := range e.List {
+			if v.Expires != now+60_000 {
+				t.Fatalf("tags of %s: element expires at %d, want %d", e.Key, v.Expires, now+60_000)
+			}
+		}
+		n++
+	}
+	if want := (users + 2) / 3; n != want {
+		t.Errorf("%d tags entries, want %d", n, want)
+	}
+	if l, err := b.GetList("tags", user(3), ""); err != nil || len(l) != 3 || l[1] != string(statetable.String.Append(nil, "b-"+user(3))) {
+		t.Errorf("tags of %s: %q, %v", user(3), l, err)
+	}
+}
