@@ -271,11 +271,11 @@ func (b *Backend) restoreFile(ctx context.Context, f *savepoint.File, kgs statet
 		if err != nil {
 			return committed, fmt.Errorf("pebblestate: %w", err)
 		}
-		info := infos[e.State]
-		if t := b.ttlAt(e.State); t.on && !live(info.TTL, t, &e) {
+		info, t := infos[e.State], b.ttlAt(e.State)
+		if t.on && !live(info.TTL, t, &e) {
 			continue
 		}
-		if err := putEntry(batch, info, b.ttlAt(e.State), &e); err != nil {
+		if err := putEntry(batch, info, t, &e); err != nil {
 			return committed, err
 		}
 		if err := flush(false); err != nil {
