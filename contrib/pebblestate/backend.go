@@ -60,7 +60,15 @@ type Backend struct {
 	clock    func() int64
 	kinds    map[string]statetable.Kind
 	services map[string]*service
-	closed   bool
+	// infos and codecs are the codec IDs (and TTL flags) a restored
+	// savepoint gave states and timer services (savepoint.go); ttls the
+	// TTLs of the states registered with one.
+	infos  map[string]statetable.StateInfo
+	codecs map[string][2]string
+	ttls   map[string]statetable.TTL
+	// cleanupAt is the key CleanupExpired goes on from (nil: the start).
+	cleanupAt []byte
+	closed    bool
 }
 
 var _ contract.Backend = (*Backend)(nil)
@@ -105,7 +113,8 @@ func Open(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("pebblestate: open %q: %w", opts.Dir, err)
 	}
 	b := &Backend{db: db, wo: pebble.NoSync, maxPar: maxPar, owned: owned, clock: clock,
-		kinds: map[string]statetable.Kind{}, services: map[string]*service{}}
+		kinds: map[string]statetable.Kind{}, services: map[string]*service{},
+		infos: map[string]statetable.StateInfo{}, codecs: map[string][2]string{}, ttls: map[string]statetable.TTL{}}
 	if opts.Sync {
 		b.wo = pebble.Sync
 	}
@@ -159,16 +168,11 @@ func (b *Backend) KeyGroups() statetable.KeyGroupRange { return b.owned }
 
 // RegisterState implements contract.Backend. The kind is recorded in the
 // database, so that a database opened again refuses a state registered
-// with another kind.
+// with another kind; the codec IDs a restored savepoint gave the state are
+// read back (RestoreSavepoint).
 func (b *Backend) RegisterState(name string, kind statetable.Kind) error {
 	if b.closed {
 		return ErrClosed
-	}
-	if kind < statetable.KindValue || kind > statetable.KindAggregating {
-		return fmt.Errorf("%w: state %q of unknown kind %v", contract.ErrKind, name, kind)
-	}
-	if name == "" {
-		return fmt.Errorf("%w: a state needs a name", cowstate.ErrConfig)
 	}
 	if old, ok := b.kinds[name]; ok {
 		if old != kind {
@@ -176,19 +180,49 @@ func (b *Backend) RegisterState(name string, kind statetable.Kind) error {
 		}
 		return nil
 	}
+	return b.register(name, kind, false)
+}
+
+// register registers a new state, recording its kind (and whether its
+// values are stamped) in the database or checking the recorded one.
+func (b *Backend) register(name string, kind statetable.Kind, ttl bool) error {
+	if kind < statetable.KindValue || kind > statetable.KindAggregating {
+		return fmt.Errorf("%w: state %q of unknown kind %v", contract.ErrKind, name, kind)
+	}
+	if name == "" {
+		return fmt.Errorf("%w: a state needs a name", cowstate.ErrConfig)
+	}
+	rec := byte(kind)
+	if ttl {
+		rec |= ttlFlag
+	}
 	v, err := b.get(b.db, kindKey(name))
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		if err := b.db.Set(kindKey(name), []byte{byte(kind)}, b.wo); err != nil {
+		if err := b.db.Set(kindKey(name), []byte{rec}, b.wo); err != nil {
 			return fmt.Errorf("pebblestate: register state %q: %w", name, err)
 		}
 	case err != nil:
 		return err
-	case len(v) != 1 || statetable.Kind(v[0]) != kind:
-		return fmt.Errorf("%w: %q is stored as a %v state, not %v", statetable.ErrStateMismatch, name, statetable.Kind(v[0]), kind)
+	case len(v) != 1 || v[0] != rec:
+		return fmt.Errorf("%w: %q is stored as %s, not %s", statetable.ErrStateMismatch, name, kindRecord(v), kindRecord([]byte{rec}))
+	}
+	if err := b.loadInfo(name, kind); err != nil {
+		return err
 	}
 	b.kinds[name] = kind
 	return nil
+}
+
+// kindRecord describes a kind record, for errors.
+func kindRecord(v []byte) string {
+	if len(v) != 1 {
+		return fmt.Sprintf("a record of %d bytes", len(v))
+	}
+	if v[0]&ttlFlag != 0 {
+		return fmt.Sprintf("a %v state with a TTL", statetable.Kind(v[0]&^ttlFlag))
+	}
+	return fmt.Sprintf("a %v state", statetable.Kind(v[0]))
 }
 
 // RegisterTimerService implements contract.Backend.
@@ -197,6 +231,9 @@ func (b *Backend) RegisterTimerService(name string) error {
 		return ErrClosed
 	}
 	if _, ok := b.services[name]; !ok {
+		if err := b.loadCodecs(name); err != nil {
+			return err
+		}
 		b.services[name] = newService(name, b.owned)
 	}
 	return nil
@@ -241,7 +278,8 @@ func (b *Backend) state(state, key string, kinds ...statetable.Kind) (statetable
 	return kind, kg, err
 }
 
-// Put implements contract.Backend.Put.
+// Put implements contract.Backend.Put; in a state with a TTL the value is
+// stamped (ttl.go).
 func (b *Backend) Put(state, key, ns, value string) error {
 	_, kg, err := b.state(state, key, statetable.KindValue)
 	if err != nil {
@@ -250,21 +288,41 @@ func (b *Backend) Put(state, key, ns, value string) error {
 	if value == "" {
 		return b.db.Delete(entryKey(kg, state, key, ns), b.wo)
 	}
-	return b.db.Set(entryKey(kg, state, key, ns), []byte(value), b.wo)
+	v := []byte(value)
+	if t := b.ttlAt(state); t.on {
+		v = stamp(t.exp, v)
+	}
+	return b.db.Set(entryKey(kg, state, key, ns), v, b.wo)
 }
 
-// Get implements contract.Backend.Get.
+// Get implements contract.Backend.Get; an expired value is absent.
 func (b *Backend) Get(state, key, ns string) (string, bool, error) {
 	kind, kg, err := b.state(state, key, statetable.KindValue, statetable.KindReducing, statetable.KindAggregating)
 	if err != nil {
 		return "", false, err
 	}
-	v, err := b.get(b.db, entryKey(kg, state, key, ns))
+	k := entryKey(kg, state, key, ns)
+	v, err := b.get(b.db, k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return "", false, nil
 	}
 	if err != nil {
 		return "", false, err
+	}
+	if t := b.ttlAt(state); t.on {
+		exp, rest, err := split(v)
+		if err != nil {
+			return "", false, fmt.Errorf("%w: value of (%q, %q) in state %q: %v", ErrCorrupt, key, ns, state, err)
+		}
+		if exp <= t.now {
+			return "", false, nil
+		}
+		if t.onRead {
+			if err := b.db.Set(k, stamp(t.exp, rest), b.wo); err != nil {
+				return "", false, err
+			}
+		}
+		v = rest
 	}
 	if kind == statetable.KindAggregating {
 		return contract.Aggregate{}.Result(string(v)), true, nil
@@ -272,29 +330,55 @@ func (b *Backend) Get(state, key, ns string) (string, bool, error) {
 	return string(v), true, nil
 }
 
+// load reads the stored value of k of a list, reducing or aggregating
+// state for an update: for a list its elements as stored (in a state with
+// a TTL, the live ones, stamped), for the others the value's bytes (nil
+// and false if absent or expired).
+func (b *Backend) load(r pebble.Reader, k []byte, kind statetable.Kind, t ttlAt) (elems []string, v []byte, have bool, err error) {
+	old, err := b.get(r, k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil, false, nil
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	switch {
+	case kind == statetable.KindList && t.on:
+		elems, err = liveList(old, t.now)
+		return elems, nil, len(elems) > 0, err
+	case kind == statetable.KindList:
+		elems, err = decodeList(old)
+		return elems, nil, true, err
+	case t.on:
+		exp, rest, err := split(old)
+		if err != nil || exp <= t.now {
+			return nil, nil, false, err
+		}
+		return nil, rest, true, nil
+	}
+	return nil, old, true, nil
+}
+
 // Add implements contract.Backend.Add: a list is read, appended to and
-// written back (O(list length)).
+// written back (O(list length)); with a TTL, an expired value starts
+// over and a list drops its expired elements.
 func (b *Backend) Add(state, key, ns, v string) error {
 	kind, kg, err := b.state(state, key, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
 	if err != nil {
 		return err
 	}
+	t := b.ttlAt(state)
 	k := entryKey(kg, state, key, ns)
-	old, err := b.get(b.db, k)
-	have := err == nil
-	if err != nil && !errors.Is(err, pebble.ErrNotFound) {
-		return err
+	elems, old, have, err := b.load(b.db, k, kind, t)
+	if err != nil {
+		return fmt.Errorf("%w: (%q, %q) in state %q: %w", ErrCorrupt, key, ns, state, err)
 	}
 	var nv []byte
 	switch {
+	case kind == statetable.KindList && t.on:
+		return b.db.Set(k, encodeList(append(elems, string(stamp(t.exp, []byte(v))))), b.wo)
 	case kind == statetable.KindList:
-		var elems []string
-		if have {
-			if elems, err = decodeList(old); err != nil {
-				return fmt.Errorf("%w: list of (%q, %q) in state %q: %w", ErrCorrupt, key, ns, state, err)
-			}
-		}
-		nv = encodeList(append(elems, v))
+		return b.db.Set(k, encodeList(append(elems, v)), b.wo)
 	case kind == statetable.KindReducing && have:
 		nv = []byte(contract.Reduce(string(old), v))
 	case kind == statetable.KindReducing:
@@ -306,27 +390,47 @@ func (b *Backend) Add(state, key, ns, v string) error {
 		}
 		nv = []byte(contract.Aggregate{}.Add(v, acc))
 	}
+	if t.on {
+		nv = stamp(t.exp, nv)
+	}
 	return b.db.Set(k, nv, b.wo)
 }
 
-// GetList implements contract.Backend.GetList.
+// GetList implements contract.Backend.GetList; with a TTL, the live
+// elements.
 func (b *Backend) GetList(state, key, ns string) ([]string, error) {
 	_, kg, err := b.state(state, key, statetable.KindList)
 	if err != nil {
 		return nil, err
 	}
-	v, err := b.get(b.db, entryKey(kg, state, key, ns))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	l, err := decodeList(v)
+	t := b.ttlAt(state)
+	k := entryKey(kg, state, key, ns)
+	elems, _, have, err := b.load(b.db, k, statetable.KindList, t)
 	if err != nil {
 		return nil, fmt.Errorf("%w: list of (%q, %q) in state %q: %w", ErrCorrupt, key, ns, state, err)
 	}
-	return l, nil
+	if !have {
+		return nil, nil
+	}
+	if !t.on {
+		return elems, nil
+	}
+	out := unstampList(elems)
+	if t.onRead {
+		if err := b.db.Set(k, encodeList(stampList(t.exp, out)), b.wo); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// stampList returns the elements stamped to expire at exp.
+func stampList(exp int64, elems []string) []string {
+	out := make([]string, len(elems))
+	for i, e := range elems {
+		out[i] = string(stamp(exp, []byte(e)))
+	}
+	return out
 }
 
 // UpdateList implements contract.Backend.UpdateList.
@@ -338,6 +442,9 @@ func (b *Backend) UpdateList(state, key, ns string, elems []string) error {
 	if len(elems) == 0 {
 		return b.db.Delete(entryKey(kg, state, key, ns), b.wo)
 	}
+	if t := b.ttlAt(state); t.on {
+		elems = stampList(t.exp, elems)
+	}
 	return b.db.Set(entryKey(kg, state, key, ns), encodeList(elems), b.wo)
 }
 
@@ -348,20 +455,44 @@ func (b *Backend) PutMapEntry(state, key, ns, userKey, userValue string) error {
 	if err != nil {
 		return err
 	}
-	return b.db.Set(mapKey(kg, state, key, ns, userKey), []byte(userValue), b.wo)
+	v := []byte(userValue)
+	if t := b.ttlAt(state); t.on {
+		v = stamp(t.exp, v)
+	}
+	return b.db.Set(mapKey(kg, state, key, ns, userKey), v, b.wo)
 }
 
-// GetMapEntry implements contract.Backend.GetMapEntry.
+// GetMapEntry implements contract.Backend.GetMapEntry; an expired user
+// key is absent.
 func (b *Backend) GetMapEntry(state, key, ns, userKey string) (string, bool, error) {
 	_, kg, err := b.state(state, key, statetable.KindMap)
 	if err != nil {
 		return "", false, err
 	}
-	v, err := b.get(b.db, mapKey(kg, state, key, ns, userKey))
+	k := mapKey(kg, state, key, ns, userKey)
+	v, err := b.get(b.db, k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return "", false, nil
 	}
-	return string(v), err == nil, err
+	if err != nil {
+		return "", false, err
+	}
+	if t := b.ttlAt(state); t.on {
+		exp, rest, err := split(v)
+		if err != nil {
+			return "", false, fmt.Errorf("%w: map value of (%q, %q) in state %q: %v", ErrCorrupt, key, ns, state, err)
+		}
+		if exp <= t.now {
+			return "", false, nil
+		}
+		if t.onRead {
+			if err := b.db.Set(k, stamp(t.exp, rest), b.wo); err != nil {
+				return "", false, err
+			}
+		}
+		v = rest
+	}
+	return string(v), true, nil
 }
 
 // RemoveMapEntry implements contract.Backend.RemoveMapEntry; the map
@@ -389,21 +520,23 @@ func (b *Backend) ClearState(state, key, ns string) error {
 }
 
 // MergeNamespaces implements contract.Backend.MergeNamespaces, in one
-// Pebble batch, committed at once.
+// Pebble batch, committed at once. With a TTL, expired sources (and
+// expired list elements) are skipped; list elements keep their stamps,
+// a merged value is stamped afresh.
 func (b *Backend) MergeNamespaces(state, key, target string, sources []string) error {
 	kind, kg, err := b.state(state, key, statetable.KindList, statetable.KindReducing, statetable.KindAggregating)
 	if err != nil {
 		return err
 	}
+	t := b.ttlAt(state)
 	// An indexed batch: a source named twice is read as deleted the
 	// second time.
 	batch := b.db.NewIndexedBatch()
 	defer batch.Close()
 	tk := entryKey(kg, state, key, target)
-	acc, err := b.get(batch, tk)
-	have := err == nil
-	if err != nil && !errors.Is(err, pebble.ErrNotFound) {
-		return err
+	accList, acc, have, err := b.load(batch, tk, kind, t)
+	if err != nil {
+		return fmt.Errorf("%w: (%q, %q) in state %q: %w", ErrCorrupt, key, target, state, err)
 	}
 	merged := false
 	for _, src := range sources {
@@ -411,30 +544,22 @@ func (b *Backend) MergeNamespaces(state, key, target string, sources []string) e
 			continue
 		}
 		sk := entryKey(kg, state, key, src)
-		v, err := b.get(batch, sk)
-		if errors.Is(err, pebble.ErrNotFound) {
-			continue
-		}
+		l, v, ok, err := b.load(batch, sk, kind, t)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: (%q, %q) in state %q: %w", ErrCorrupt, key, src, state, err)
+		}
+		if !ok {
+			continue
 		}
 		if err := batch.Delete(sk, nil); err != nil {
 			return err
 		}
 		merged = true
 		switch {
+		case kind == statetable.KindList:
+			accList, have = append(accList, l...), true
 		case !have:
 			acc, have = v, true
-		case kind == statetable.KindList:
-			a, err := decodeList(acc)
-			if err != nil {
-				return fmt.Errorf("%w: list of (%q, %q) in state %q: %w", ErrCorrupt, key, target, state, err)
-			}
-			s, err := decodeList(v)
-			if err != nil {
-				return fmt.Errorf("%w: list of (%q, %q) in state %q: %w", ErrCorrupt, key, src, state, err)
-			}
-			acc = encodeList(append(a, s...))
 		case kind == statetable.KindReducing:
 			acc = []byte(contract.Reduce(string(acc), string(v)))
 		default:
@@ -444,14 +569,20 @@ func (b *Backend) MergeNamespaces(state, key, target string, sources []string) e
 	if !merged {
 		return nil
 	}
+	switch {
+	case kind == statetable.KindList:
+		acc = encodeList(accList)
+	case t.on:
+		acc = stamp(t.exp, acc)
+	}
 	if err := batch.Set(tk, acc, nil); err != nil {
 		return err
 	}
 	return batch.Commit(b.wo)
 }
 
-// StateEntries implements contract.EntryReader on the live database.
-// O(owned key groups + entries).
+// StateEntries implements contract.EntryReader on the live database,
+// leaving out what has expired. O(owned key groups + entries).
 func (b *Backend) StateEntries(state string) ([]contract.Entry, error) {
 	if b.closed {
 		return nil, ErrClosed
@@ -460,7 +591,8 @@ func (b *Backend) StateEntries(state string) ([]contract.Entry, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %q", statetable.ErrUnknownState, state)
 	}
-	return stateEntries(b.db, b.owned, state, kind)
+	_, ttl := b.ttls[state]
+	return stateEntries(b.db, b.owned, state, kind, ttl, b.clock())
 }
 
 // TimerEntries implements contract.EntryReader on the live database.
@@ -474,8 +606,9 @@ func (b *Backend) TimerEntries(service string, d timerqueue.Domain) ([]contract.
 	return timerEntries(b.db, b.owned, service, d)
 }
 
-// stateEntries reads every entry of a state in the key groups kgs of r.
-func stateEntries(r pebble.Reader, kgs statetable.KeyGroupRange, state string, kind statetable.Kind) ([]contract.Entry, error) {
+// stateEntries reads every entry of a state in the key groups kgs of r;
+// of a state with a TTL (ttl), what is live at now, unstamped.
+func stateEntries(r pebble.Reader, kgs statetable.KeyGroupRange, state string, kind statetable.Kind, ttl bool, now int64) ([]contract.Entry, error) {
 	it, err := r.NewIter(nil)
 	if err != nil {
 		return nil, err
@@ -486,6 +619,21 @@ func stateEntries(r pebble.Reader, kgs statetable.KeyGroupRange, state string, k
 		pk, err := parseKey(k)
 		if err != nil || pk.timer || pk.hasUserKey != (kind == statetable.KindMap) {
 			return fmt.Errorf("%w: key %x of state %q: %v", ErrCorrupt, k, state, err)
+		}
+		if ttl {
+			live, keep, err := liveStored(kind, v, now)
+			if err != nil {
+				return fmt.Errorf("%w: (%q, %q) in state %q: %v", ErrCorrupt, pk.key, pk.ns, state, err)
+			}
+			if !keep {
+				return nil
+			}
+			if kind == statetable.KindList {
+				l, _ := decodeList(live)
+				out = append(out, contract.Entry{Key: pk.key, Namespace: pk.ns, List: unstampList(l)})
+				return nil
+			}
+			v = v[8:]
 		}
 		switch kind {
 		case statetable.KindMap:

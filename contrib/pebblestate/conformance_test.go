@@ -29,7 +29,8 @@ func newMem(cfg rapidtest.Config) rapidtest.Backend {
 
 type closer interface{ Close() error }
 
-// TestConformance runs the whole conformance suite against the backend.
+// TestConformance runs the whole conformance suite against the backend,
+// TTL group included (the backend is a contract.TTLBackend).
 func TestConformance(t *testing.T) {
-	rapidtest.Run(t, newMem, rapidtest.Options{Duration: *long})
+	rapidtest.Run(t, newMem, rapidtest.Options{Groups: rapidtest.AllGroups | rapidtest.GroupTTL, Duration: *long})
 }

@@ -3,8 +3,9 @@
 // LSM tree on disk rather than in memory, as Flink's RocksDB backend keeps
 // them beside its heap backend. It is a module of its own, so that cowstate
 // does not depend on Pebble, and it passes the whole conformance suite of
-// package rapidtest (every machine and every operation group), run by its
-// tests on an in-memory filesystem.
+// package rapidtest (every machine and every operation group, TTL
+// included), run by its tests on an in-memory filesystem, and it reads and
+// writes cowstate's savepoints.
 //
 //	b, err := pebblestate.Open(pebblestate.Options{
 //		Config: cowstate.Config{MaxParallelism: 128},
@@ -37,6 +38,26 @@
 // record and every CRC, and on any error (ErrCorrupt, ErrMismatch, a
 // cancelled context) leaves the backend empty.
 //
+// # Savepoints and TTL
+//
+// RestoreSavepoint reads a cowstate savepoint (package snapshot's format,
+// through package savepoint) for the owned key groups, registering the
+// states and timer services it holds; WriteSavepoint writes a View as a
+// canonical savepoint through savepoint.Write, one key group in memory at
+// a time, so a savepoint round-trips cowstate -> pebblestate -> cowstate
+// byte for byte. Each state's codec IDs and TTL flag are kept in the
+// database (a state registered through the contract API alone has
+// statetable.String's), so the savepoint names the codecs the file did;
+// savepoint.go gives the details.
+//
+// The backend is a contract.TTLBackend: in a state registered with
+// RegisterStateTTL every value, list element and map value is stored
+// with its expiration stamp in front (8 bytes, big-endian, as in a
+// savepoint's cells). Expired is stamp <= clock: it reads as absent, and
+// views, snapshots and savepoints leave it out; CleanupExpired removes it
+// (ttl.go). A savepoint's TTL state must be registered with its TTL before
+// the restore: the duration is not in the file.
+//
 // # Caveats
 //
 //   - Single writer: every Backend method but Close belongs to one
@@ -46,6 +67,7 @@
 //     (their kinds are kept in the database and checked).
 //   - Writes are not synced unless Options.Sync: a crash may lose the last
 //     writes, which a job restores from its last checkpoint.
-//   - A snapshot restores only into a pebblestate backend: the suite
-//     compares contents, not formats.
+//   - A snapshot (WriteSnapshot) restores only into a pebblestate
+//     backend, and does not carry codec IDs; savepoints are what moves a
+//     job between backends.
 package pebblestate

@@ -20,6 +20,8 @@ import (
 //	timer        kg:2 't' esc(service) domain:1 ts:8 esc(key) esc(ns) -> ""
 //	registration ff ff 's' esc(state) -> kind:1
 //	             ff ff 'p' -> uvarint max parallelism
+//	             ff ff 'i' esc(state) -> codec IDs and TTL flag (savepoint.go)
+//	             ff ff 'c' esc(service) -> key and namespace codec IDs
 //
 // esc(s) is s with every 0x00 byte written 0x00 0xff, then 0x00 0x01: it is
 // prefix-free (so the entries of one state, or one (key, namespace) of a
@@ -30,14 +32,19 @@ import (
 // registrations at ff ff are outside every key-group range.
 //
 // A value state's value, a reducing state's value and an aggregating
-// state's accumulator are stored as they are (a value state holds no ""); a
-// list is uvarint(count) then uvarint(len(e)) e for each element.
+// state's accumulator are stored as they are (Put writes no "", a restored
+// savepoint may); a list is uvarint(count) then uvarint(len(e)) e for each
+// element. In a state with a TTL, each of these values, each list element
+// and each map value is its expiration timestamp (8 bytes, big-endian)
+// then its bytes, as in a cowstate savepoint's cells.
 
 const (
 	tagState = 's'
 	tagTimer = 't'
 	tagKind  = 's' // under metaPrefix
 	tagMaxP  = 'p' // under metaPrefix
+	tagInfo  = 'i' // under metaPrefix
+	tagCodec = 'c' // under metaPrefix
 )
 
 // metaPrefix is the prefix of the registrations, above every key group.
@@ -131,6 +138,12 @@ func prefixEnd(p []byte) []byte {
 }
 
 func kindKey(state string) []byte { return appendEsc(append(bytes.Clone(metaPrefix), tagKind), state) }
+
+func infoKey(state string) []byte { return appendEsc(append(bytes.Clone(metaPrefix), tagInfo), state) }
+
+func codecKey(service string) []byte {
+	return appendEsc(append(bytes.Clone(metaPrefix), tagCodec), service)
+}
 
 // parsedKey is a database key of a key group, decoded.
 type parsedKey struct {

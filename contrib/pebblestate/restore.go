@@ -37,11 +37,11 @@ func (b *Backend) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64
 	if err := b.checkEmpty(); err != nil {
 		return err
 	}
-	sections, err := b.readIndex(r, size)
+	sections, restamp, err := b.readIndex(r, size)
 	if err != nil {
 		return err
 	}
-	if committed, err := b.restoreSections(ctx, r, sections); err != nil {
+	if committed, err := b.restoreSections(ctx, r, sections, restamp); err != nil {
 		if !committed {
 			return err
 		}
@@ -72,50 +72,62 @@ func (b *Backend) checkEmpty() error {
 
 // readIndex reads and checks the footer and the index, and returns the
 // sections of the owned key groups.
-func (b *Backend) readIndex(r io.ReaderAt, size int64) ([]sectionEntry, error) {
+//
+// restamp names the states registered with a TTL that the snapshot has
+// without one: their values are restored as if written at the restore.
+func (b *Backend) readIndex(r io.ReaderAt, size int64) (sections []sectionEntry, restamp map[string]bool, err error) {
+	restamp = map[string]bool{}
 	if size < int64(len(magic)+footerSize) {
-		return nil, fmt.Errorf("%w: snapshot of %d bytes, want at least %d", ErrCorrupt, size, len(magic)+footerSize)
+		return nil, nil, fmt.Errorf("%w: snapshot of %d bytes, want at least %d", ErrCorrupt, size, len(magic)+footerSize)
 	}
 	head := make([]byte, len(magic))
 	if _, err := r.ReadAt(head, 0); err != nil {
-		return nil, fmt.Errorf("pebblestate: reading the snapshot's header: %w", err)
+		return nil, nil, fmt.Errorf("pebblestate: reading the snapshot's header: %w", err)
 	}
 	foot := make([]byte, footerSize)
 	if _, err := r.ReadAt(foot, size-int64(footerSize)); err != nil {
-		return nil, fmt.Errorf("pebblestate: reading the snapshot's footer at %d: %w", size-int64(footerSize), err)
+		return nil, nil, fmt.Errorf("pebblestate: reading the snapshot's footer at %d: %w", size-int64(footerSize), err)
 	}
 	if string(head) != magic || string(foot[16:]) != magic {
-		return nil, fmt.Errorf("%w: not a pebblestate snapshot (header %q, footer %q)", ErrCorrupt, head, foot[16:])
+		return nil, nil, fmt.Errorf("%w: not a pebblestate snapshot (header %q, footer %q)", ErrCorrupt, head, foot[16:])
 	}
 	idxOff := binary.LittleEndian.Uint64(foot)
 	idxLen := uint64(binary.LittleEndian.Uint32(foot[8:]))
 	if idxOff < uint64(len(magic)) || idxOff > uint64(size) || idxOff+idxLen != uint64(size-int64(footerSize)) {
-		return nil, fmt.Errorf("%w: index at %d of %d bytes in a snapshot of %d bytes", ErrCorrupt, idxOff, idxLen, size)
+		return nil, nil, fmt.Errorf("%w: index at %d of %d bytes in a snapshot of %d bytes", ErrCorrupt, idxOff, idxLen, size)
 	}
 	idx := make([]byte, idxLen)
 	if _, err := r.ReadAt(idx, int64(idxOff)); err != nil {
-		return nil, fmt.Errorf("pebblestate: reading the snapshot's index at %d: %w", idxOff, err)
+		return nil, nil, fmt.Errorf("pebblestate: reading the snapshot's index at %d: %w", idxOff, err)
 	}
 	if got, want := crc32.Checksum(idx, castagnoli), binary.LittleEndian.Uint32(foot[12:]); got != want {
-		return nil, fmt.Errorf("%w: index at %d has CRC %08x, footer says %08x", ErrCorrupt, idxOff, got, want)
+		return nil, nil, fmt.Errorf("%w: index at %d has CRC %08x, footer says %08x", ErrCorrupt, idxOff, got, want)
 	}
 	d := decoder{b: idx}
 	if mp := d.uvarint(); d.err == nil && mp != uint64(b.maxPar) {
-		return nil, fmt.Errorf("%w: snapshot of max parallelism %d, backend %d", ErrMismatch, mp, b.maxPar)
+		return nil, nil, fmt.Errorf("%w: snapshot of max parallelism %d, backend %d", ErrMismatch, mp, b.maxPar)
 	}
 	for n := d.count(2); n > 0 && d.err == nil; n-- {
-		name, kind := d.str(), statetable.Kind(d.byte())
+		name, kb := d.str(), d.byte()
 		if d.err != nil {
 			break
 		}
+		kind, fileTTL := statetable.Kind(kb&^ttlFlag), kb&ttlFlag != 0
 		if have, ok := b.kinds[name]; !ok || have != kind {
-			return nil, fmt.Errorf("%w: the snapshot's %v state %q is not registered as one", ErrMismatch, kind, name)
+			return nil, nil, fmt.Errorf("%w: the snapshot's %v state %q is not registered as one", ErrMismatch, kind, name)
+		}
+		_, ttl := b.ttls[name]
+		switch {
+		case fileTTL && !ttl:
+			return nil, nil, fmt.Errorf("%w: the snapshot's state %q has a TTL, the registered one has none", ErrMismatch, name)
+		case ttl && !fileTTL:
+			restamp[name] = true
 		}
 	}
 	for n := d.count(1); n > 0 && d.err == nil; n-- {
 		name := d.str()
 		if _, ok := b.services[name]; d.err == nil && !ok {
-			return nil, fmt.Errorf("%w: the snapshot's timer service %q is not registered", ErrMismatch, name)
+			return nil, nil, fmt.Errorf("%w: the snapshot's timer service %q is not registered", ErrMismatch, name)
 		}
 	}
 	var out []sectionEntry
@@ -127,7 +139,7 @@ func (b *Backend) readIndex(r io.ReaderAt, size int64) ([]sectionEntry, error) {
 			break
 		}
 		if kg >= uint64(b.maxPar) || int(kg) <= prevKG || off < prevEnd || length > idxOff || off > idxOff-length {
-			return nil, fmt.Errorf("%w: section of key group %d at %d of %d bytes (after key group %d ending at %d, index at %d)",
+			return nil, nil, fmt.Errorf("%w: section of key group %d at %d of %d bytes (after key group %d ending at %d, index at %d)",
 				ErrCorrupt, kg, off, length, prevKG, prevEnd, idxOff)
 		}
 		prevKG, prevEnd = int(kg), off+length
@@ -139,22 +151,22 @@ func (b *Backend) readIndex(r io.ReaderAt, size int64) ([]sectionEntry, error) {
 		d.err = fmt.Errorf("%d bytes after the sections", len(d.b))
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("%w: index at %d: %w", ErrCorrupt, idxOff, d.err)
+		return nil, nil, fmt.Errorf("%w: index at %d: %w", ErrCorrupt, idxOff, d.err)
 	}
-	return out, nil
+	return out, restamp, nil
 }
 
 // restoreSections reads, checks and writes the records of the sections,
 // committing a batch whenever it reaches restoreBatchBytes; committed
 // reports whether any batch was committed.
-func (b *Backend) restoreSections(ctx context.Context, r io.ReaderAt, sections []sectionEntry) (committed bool, err error) {
+func (b *Backend) restoreSections(ctx context.Context, r io.ReaderAt, sections []sectionEntry, restamp map[string]bool) (committed bool, err error) {
 	batch := b.db.NewBatch()
 	defer func() { batch.Close() }()
 	for _, s := range sections {
 		if err := ctx.Err(); err != nil {
 			return committed, err
 		}
-		if err := b.restoreSection(r, s, batch); err != nil {
+		if err := b.restoreSection(r, s, batch, restamp); err != nil {
 			return committed, err
 		}
 		if batch.Len() >= restoreBatchBytes {
@@ -172,7 +184,7 @@ func (b *Backend) restoreSections(ctx context.Context, r io.ReaderAt, sections [
 // restoreSection reads one section, checking every record, and adds its
 // records to batch; the section's CRC is checked at its end, before the
 // batch is committed.
-func (b *Backend) restoreSection(r io.ReaderAt, s sectionEntry, batch *pebble.Batch) error {
+func (b *Backend) restoreSection(r io.ReaderAt, s sectionEntry, batch *pebble.Batch, restamp map[string]bool) error {
 	br := bufio.NewReaderSize(io.NewSectionReader(r, s.off, s.length), 64<<10)
 	crc := crc32.New(castagnoli)
 	left := s.length
@@ -189,8 +201,12 @@ func (b *Backend) restoreSection(r io.ReaderAt, s sectionEntry, batch *pebble.Ba
 		if v, err = readField(br, crc, &left, v); err != nil {
 			return fmt.Errorf("%w: %s: value: %w", ErrCorrupt, where(off), err)
 		}
-		if err := b.checkRecord(s.kg, k, v); err != nil {
+		pk, err := b.checkRecord(s.kg, k, v, restamp)
+		if err != nil {
 			return fmt.Errorf("%s: %w", where(off), err)
+		}
+		if restamp[pk.name] && !pk.timer {
+			v = b.restamped(pk.name, v)
 		}
 		if err := batch.Set(k, v, nil); err != nil {
 			return err
@@ -236,45 +252,65 @@ func readField(br *bufio.Reader, crc hash.Hash32, left *int64, buf []byte) ([]by
 }
 
 // checkRecord checks that a record of a snapshot is one this backend could
-// have written in key group kg.
-func (b *Backend) checkRecord(kg int, k, v []byte) error {
+// have written in key group kg (the values of a state with a TTL stamped,
+// but those of the states restamp names), and returns its key, parsed.
+func (b *Backend) checkRecord(kg int, k, v []byte, restamp map[string]bool) (parsedKey, error) {
 	pk, err := parseKey(k)
 	if err != nil {
-		return fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
+		return pk, fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
 	}
 	if pk.kg != kg {
-		return fmt.Errorf("%w: key %x of key group %d", ErrCorrupt, k, pk.kg)
+		return pk, fmt.Errorf("%w: key %x of key group %d", ErrCorrupt, k, pk.kg)
 	}
 	if g := statetable.KeyGroupOfKey([]byte(pk.key), b.maxPar); g != kg {
-		return fmt.Errorf("%w: key %q is in key group %d, not %d", ErrCorrupt, pk.key, g, kg)
+		return pk, fmt.Errorf("%w: key %q is in key group %d, not %d", ErrCorrupt, pk.key, g, kg)
 	}
 	if pk.timer {
 		if _, ok := b.services[pk.name]; !ok {
-			return fmt.Errorf("%w: timer of service %q, not registered", ErrMismatch, pk.name)
+			return pk, fmt.Errorf("%w: timer of service %q, not registered", ErrMismatch, pk.name)
 		}
 		if len(v) != 0 {
-			return fmt.Errorf("%w: timer %x with a value of %d bytes", ErrCorrupt, k, len(v))
+			return pk, fmt.Errorf("%w: timer %x with a value of %d bytes", ErrCorrupt, k, len(v))
 		}
-		return nil
+		return pk, nil
 	}
 	kind, ok := b.kinds[pk.name]
 	if !ok {
-		return fmt.Errorf("%w: entry of state %q, not registered", ErrMismatch, pk.name)
+		return pk, fmt.Errorf("%w: entry of state %q, not registered", ErrMismatch, pk.name)
 	}
 	if pk.hasUserKey != (kind == statetable.KindMap) {
-		return fmt.Errorf("%w: key %x does not fit the %v state %q", ErrCorrupt, k, kind, pk.name)
+		return pk, fmt.Errorf("%w: key %x does not fit the %v state %q", ErrCorrupt, k, kind, pk.name)
 	}
-	switch kind {
-	case statetable.KindValue:
-		if len(v) == 0 {
-			return fmt.Errorf("%w: empty value of (%q, %q) in state %q", ErrCorrupt, pk.key, pk.ns, pk.name)
+	_, ttl := b.ttls[pk.name]
+	stamped := ttl && !restamp[pk.name]
+	if kind == statetable.KindList {
+		l, err := decodeList(v)
+		if err == nil && len(l) == 0 {
+			err = fmt.Errorf("no element")
 		}
-	case statetable.KindList:
-		if l, err := decodeList(v); err != nil || len(l) == 0 {
-			return fmt.Errorf("%w: list of (%q, %q) in state %q: %d elements, %v", ErrCorrupt, pk.key, pk.ns, pk.name, len(l), err)
+		for i := 0; err == nil && stamped && i < len(l); i++ {
+			if len(l[i]) < 8 {
+				err = fmt.Errorf("element %d of %d bytes has no expiration stamp", i, len(l[i]))
+			}
 		}
+		if err != nil {
+			return pk, fmt.Errorf("%w: list of (%q, %q) in state %q: %v", ErrCorrupt, pk.key, pk.ns, pk.name, err)
+		}
+	} else if stamped && len(v) < 8 {
+		return pk, fmt.Errorf("%w: value of (%q, %q) in state %q: %d bytes, no expiration stamp", ErrCorrupt, pk.key, pk.ns, pk.name, len(v))
 	}
-	return nil
+	return pk, nil
+}
+
+// restamped returns a checked record of a state registered with a TTL,
+// written without one, stamped as if written now.
+func (b *Backend) restamped(state string, v []byte) []byte {
+	t := b.ttlAt(state)
+	if b.kinds[state] == statetable.KindList {
+		l, _ := decodeList(v)
+		return encodeList(stampList(t.exp, l))
+	}
+	return stamp(t.exp, v)
 }
 
 // decoder reads the index; the first error sticks.

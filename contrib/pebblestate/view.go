@@ -28,6 +28,10 @@ type view struct {
 	owned    statetable.KeyGroupRange
 	kinds    map[string]statetable.Kind
 	services []string // sorted
+	infos    map[string]statetable.StateInfo
+	codecs   map[string][2]string
+	ttls     map[string]statetable.TTL
+	now      int64 // the clock at capture: what has expired by then is left out
 	release  sync.Once
 }
 
@@ -36,7 +40,7 @@ type view struct {
 // view reads until it is released.
 func (b *Backend) Capture() contract.View {
 	return &view{b: b, snap: b.db.NewSnapshot(), maxPar: b.maxPar, owned: b.owned, kinds: maps.Clone(b.kinds),
-		services: slices.Sorted(maps.Keys(b.services))}
+		services: slices.Sorted(maps.Keys(b.services)), infos: maps.Clone(b.infos), codecs: maps.Clone(b.codecs), ttls: maps.Clone(b.ttls), now: b.clock()}
 }
 
 func (v *view) StateEntries(state string) ([]contract.Entry, error) {
@@ -44,7 +48,8 @@ func (v *view) StateEntries(state string) ([]contract.Entry, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %q in the view", statetable.ErrUnknownState, state)
 	}
-	return stateEntries(v.snap, v.owned, state, kind)
+	_, ttl := v.ttls[state]
+	return stateEntries(v.snap, v.owned, state, kind, ttl, v.now)
 }
 
 func (v *view) TimerEntries(service string, d timerqueue.Domain) ([]contract.Timer, error) {
@@ -64,7 +69,8 @@ func (v *view) Release() { v.release.Do(func() { v.snap.Close() }) }
 //	section = record*                     the keys of one key group, ascending
 //	record  = uvarint(len k) k uvarint(len v) v   a database key (keys.go) and its value
 //	index   = uvarint(max parallelism)
-//	          uvarint(n) n * (uvarint(len name) name kind:1)      the states
+//	          uvarint(n) n * (uvarint(len name) name kind:1)      the states;
+//	                                       kind | 0x80: a state with a TTL
 //	          uvarint(n) n * (uvarint(len name) name)             the timer services
 //	          uvarint(n) n * (uvarint(kg) uvarint(offset) uvarint(length) crc:4)
 //	                                       the sections, by key group ascending;
@@ -101,7 +107,7 @@ type sectionEntry struct {
 }
 
 // WriteSnapshot writes every entry and timer of the view's key groups in
-// the format above. O(data); any goroutine; ctx is checked between key
+// the format above, but what had expired at the capture. O(data); any goroutine; ctx is checked between key
 // groups.
 func (v *view) WriteSnapshot(ctx context.Context, w io.Writer) error {
 	cw := &countingWriter{w: bufio.NewWriterSize(w, 64<<10)}
@@ -127,6 +133,23 @@ func (v *view) WriteSnapshot(ctx context.Context, w io.Writer) error {
 			}
 			cur, cw.crc = sectionEntry{kg: kg, off: cw.n}, 0
 		}
+		if len(v.ttls) > 0 {
+			// What has expired at the capture is left out.
+			pk, err := parseKey(k)
+			if err != nil {
+				return fmt.Errorf("%w: key %x: %v", ErrCorrupt, k, err)
+			}
+			if _, ttl := v.ttls[pk.name]; ttl && !pk.timer {
+				live, keep, err := liveStored(v.kinds[pk.name], val, v.now)
+				if err != nil {
+					return fmt.Errorf("%w: (%q, %q) in state %q: %v", ErrCorrupt, pk.key, pk.ns, pk.name, err)
+				}
+				if !keep {
+					return nil
+				}
+				val = live
+			}
+		}
 		rec = binary.AppendUvarint(rec[:0], uint64(len(k)))
 		rec = append(rec, k...)
 		rec = binary.AppendUvarint(rec, uint64(len(val)))
@@ -145,7 +168,11 @@ func (v *view) WriteSnapshot(ctx context.Context, w io.Writer) error {
 	idx = binary.AppendUvarint(idx, uint64(len(v.kinds)))
 	for _, name := range slices.Sorted(maps.Keys(v.kinds)) {
 		idx = binary.AppendUvarint(idx, uint64(len(name)))
-		idx = append(append(idx, name...), byte(v.kinds[name]))
+		kb := byte(v.kinds[name])
+		if _, ttl := v.ttls[name]; ttl {
+			kb |= ttlFlag
+		}
+		idx = append(append(idx, name...), kb)
 	}
 	idx = binary.AppendUvarint(idx, uint64(len(v.services)))
 	for _, name := range v.services {
