@@ -38,7 +38,10 @@ func New(cfg cowstate.Config) (Backend, error) {
 	return Of(b), nil
 }
 
-var _ TTLBackend = (*cowBackend)(nil)
+var (
+	_ TTLBackend    = (*cowBackend)(nil)
+	_ SchemaBackend = (*cowBackend)(nil)
+)
 
 type cowBackend struct {
 	b        *cowstate.Backend
@@ -49,13 +52,14 @@ type cowBackend struct {
 // handle is the typed state behind a contract state name: one of the five
 // fields is set, by kind.
 type handle struct {
-	kind statetable.Kind
-	ttl  *statetable.TTL // nil: no TTL
-	v    *statetable.ValueState[string, string, string]
-	l    *statetable.ListState[string, string, string]
-	m    *statetable.MapState[string, string, string, string]
-	r    *statetable.ReducingState[string, string, string]
-	a    *statetable.AggregatingState[string, string, string, string, string]
+	kind   statetable.Kind
+	ttl    *statetable.TTL // nil: no TTL
+	schema *Schema         // nil: statetable.String for keys, namespaces and values
+	v      *statetable.ValueState[string, string, string]
+	l      *statetable.ListState[string, string, string]
+	m      *statetable.MapState[string, string, string, string]
+	r      *statetable.ReducingState[string, string, string]
+	a      *statetable.AggregatingState[string, string, string, string, string]
 }
 
 var str = statetable.String
@@ -64,13 +68,30 @@ func (c *cowBackend) MaxParallelism() int                 { return c.b.MaxParall
 func (c *cowBackend) KeyGroups() statetable.KeyGroupRange { return c.b.KeyGroups() }
 
 func (c *cowBackend) RegisterState(name string, kind statetable.Kind) (err error) {
-	return c.register(name, kind, nil)
+	return c.register(name, kind, nil, nil)
+}
+
+// RegisterStateSchema registers a state whose keys, namespaces and values
+// are encoded with the codecs of s: a typed state of strings like any
+// other, with other codecs.
+func (c *cowBackend) RegisterStateSchema(name string, kind statetable.Kind, s Schema) error {
+	if h, ok := c.states[name]; ok && h.kind == kind && (h.schema == nil || *h.schema != s) {
+		return fmt.Errorf("%w: %q is registered with schema %s, not %v", statetable.ErrStateMismatch, name, schemaName(h.schema), s)
+	}
+	return c.register(name, kind, nil, &s)
+}
+
+func schemaName(s *Schema) string {
+	if s == nil {
+		return "none"
+	}
+	return s.String()
 }
 
 // RegisterStateTTL registers a state with a TTL (cowstate.ValueWithTTL and
 // the other kinds' ...WithTTL constructors).
 func (c *cowBackend) RegisterStateTTL(name string, kind statetable.Kind, ttl statetable.TTL) error {
-	return c.register(name, kind, &ttl)
+	return c.register(name, kind, &ttl, nil)
 }
 
 // CleanupExpired is cowstate.Backend.CleanupExpired.
@@ -78,7 +99,7 @@ func (c *cowBackend) CleanupExpired(budget int) (visited, removed int) {
 	return c.b.CleanupExpired(budget)
 }
 
-func (c *cowBackend) register(name string, kind statetable.Kind, ttl *statetable.TTL) (err error) {
+func (c *cowBackend) register(name string, kind statetable.Kind, ttl *statetable.TTL, schema *Schema) (err error) {
 	if h, ok := c.states[name]; ok {
 		if h.kind != kind {
 			return fmt.Errorf("%w: %q is a %v state, not %v", statetable.ErrStateMismatch, name, h.kind, kind)
@@ -88,28 +109,32 @@ func (c *cowBackend) register(name string, kind statetable.Kind, ttl *statetable
 		}
 		return nil
 	}
-	h := handle{kind: kind, ttl: ttl}
+	h := handle{kind: kind, ttl: ttl, schema: schema}
+	kc, nc, vc := str, str, str
+	if schema != nil {
+		kc, nc, vc = schema.KeyCodec(), schema.NamespaceCodec(), schema.ValueCodec()
+	}
 	switch {
 	case kind == statetable.KindValue && ttl == nil:
-		h.v, err = cowstate.NamespacedValue(c.b, name, str, str, str, "")
+		h.v, err = cowstate.NamespacedValue(c.b, name, kc, nc, vc, "")
 	case kind == statetable.KindValue:
-		h.v, err = cowstate.NamespacedValueWithTTL(c.b, name, str, str, str, "", *ttl)
+		h.v, err = cowstate.NamespacedValueWithTTL(c.b, name, kc, nc, vc, "", *ttl)
 	case kind == statetable.KindList && ttl == nil:
-		h.l, err = cowstate.NamespacedList(c.b, name, str, str, str)
+		h.l, err = cowstate.NamespacedList(c.b, name, kc, nc, vc)
 	case kind == statetable.KindList:
-		h.l, err = cowstate.NamespacedListWithTTL(c.b, name, str, str, str, *ttl)
+		h.l, err = cowstate.NamespacedListWithTTL(c.b, name, kc, nc, vc, *ttl)
 	case kind == statetable.KindMap && ttl == nil:
-		h.m, err = cowstate.NamespacedMap(c.b, name, str, str, str, str)
+		h.m, err = cowstate.NamespacedMap(c.b, name, kc, nc, str, vc)
 	case kind == statetable.KindMap:
-		h.m, err = cowstate.NamespacedMapWithTTL(c.b, name, str, str, str, str, *ttl)
+		h.m, err = cowstate.NamespacedMapWithTTL(c.b, name, kc, nc, str, vc, *ttl)
 	case kind == statetable.KindReducing && ttl == nil:
-		h.r, err = cowstate.NamespacedReducing(c.b, name, str, str, str, Reduce)
+		h.r, err = cowstate.NamespacedReducing(c.b, name, kc, nc, vc, Reduce)
 	case kind == statetable.KindReducing:
-		h.r, err = cowstate.NamespacedReducingWithTTL(c.b, name, str, str, str, Reduce, *ttl)
+		h.r, err = cowstate.NamespacedReducingWithTTL(c.b, name, kc, nc, vc, Reduce, *ttl)
 	case kind == statetable.KindAggregating && ttl == nil:
-		h.a, err = cowstate.NamespacedAggregating(c.b, name, str, str, str, Aggregate{})
+		h.a, err = cowstate.NamespacedAggregating(c.b, name, kc, nc, vc, Aggregate{})
 	case kind == statetable.KindAggregating:
-		h.a, err = cowstate.NamespacedAggregatingWithTTL(c.b, name, str, str, str, Aggregate{}, *ttl)
+		h.a, err = cowstate.NamespacedAggregatingWithTTL(c.b, name, kc, nc, vc, Aggregate{}, *ttl)
 	default:
 		err = fmt.Errorf("%w: state %q of unknown kind %v", ErrKind, name, kind)
 	}

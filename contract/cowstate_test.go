@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cowstate/cowstate"
@@ -152,4 +154,126 @@ func TestOf_View(t *testing.T) {
 	if ts, _ := r.TimerEntries("t", timerqueue.EventTime); len(ts) != 3 {
 		t.Fatalf("restored %d timers, want 3", len(ts))
 	}
+}
+
+// TestSchema_Reads: which schema reads which is statetable.Struct's rule
+// on the value structs, and a key or namespace codec never changes.
+func TestSchema_Reads(t *testing.T) {
+	v := map[string]contract.ValueSchema{}
+	for _, s := range contract.ValueSchemas {
+		v[s.String()] = s
+	}
+	schema := func(id string) contract.Schema {
+		s, ok := v[id]
+		if !ok {
+			t.Fatalf("no value schema %s among %v", id, contract.ValueSchemas)
+		}
+		return contract.Schema{Value: s}
+	}
+	for _, c := range []struct {
+		cur, old string
+		want     error // nil, statetable.ErrIncompatible
+	}{
+		{"struct{V string}", "struct{V string}", nil},
+		{"struct{V string;N int32}", "struct{V string}", nil},                                            // N added
+		{"struct{V string}", "struct{N int64;V string;F float32}", nil},                                  // N and F removed
+		{"struct{N int64;V string;F float32}", "struct{V string;N int32}", nil},                          // N widened, F added, reordered
+		{"struct{V string;F float64}", "struct{N int64;V string;F float32}", nil},                        // F widened
+		{"struct{V string;N int32}", "struct{V string;N int16}", nil},                                    // N widened
+		{"struct{V string;N int32}", "struct{N int64;V string;F float32}", statetable.ErrIncompatible},   // narrowed
+		{"struct{N int64;V string;F float32}", "struct{V string;F float64}", statetable.ErrIncompatible}, // narrowed
+		{"struct{V string;N string}", "struct{V string;N int32}", statetable.ErrIncompatible},            // another kind
+		{"struct{V string;N int16}", "struct{V string;N string}", statetable.ErrIncompatible},            // another kind
+	} {
+		err := schema(c.cur).Reads(schema(c.old))
+		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s reads %s: %v, want %v", c.cur, c.old, err, c.want)
+		}
+	}
+	s := schema("struct{V string}")
+	for _, other := range []contract.Schema{{Value: s.Value, Key: 1}, {Value: s.Value, Namespace: 1}} {
+		if err := other.Reads(s); !errors.Is(err, statetable.ErrStateMismatch) || errors.Is(err, statetable.ErrIncompatible) {
+			t.Errorf("%v reads %v: %v, want ErrStateMismatch (keys and namespaces never migrate)", other, s, err)
+		}
+	}
+}
+
+// TestOf_SchemaUpgrade: a snapshot of states of one schema restores into
+// states of a schema that reads it, every kind's values migrated; one of a
+// schema that cannot read it, or of another key codec, is refused and
+// leaves nothing behind.
+func TestOf_SchemaUpgrade(t *testing.T) {
+	v1 := contract.Schema{Value: contract.ValueSchemas[1]} // struct{V string;N int32}
+	v2 := contract.Schema{Value: contract.ValueSchemas[2]} // struct{N int64;V string;F float32}
+	kinds := []statetable.Kind{statetable.KindValue, statetable.KindList, statetable.KindMap, statetable.KindReducing, statetable.KindAggregating}
+	register := func(c contract.Backend, s contract.Schema) {
+		for _, k := range kinds {
+			if err := c.(contract.SchemaBackend).RegisterStateSchema(k.String(), k, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	src := newContract(t, cowstate.Config{MaxParallelism: 8})
+	register(src, v1)
+	if err := src.(contract.SchemaBackend).RegisterStateSchema("value", statetable.KindValue, v2); !errors.Is(err, statetable.ErrStateMismatch) {
+		t.Fatalf("registering again with another schema: %v, want ErrStateMismatch", err)
+	}
+	for _, k := range []string{"a", "bb"} {
+		for _, err := range []error{
+			src.Put("value", k, "", "v-"+k),
+			src.Add("list", k, "ns", "x"),
+			src.Add("list", k, "ns", "y"),
+			src.PutMapEntry("map", k, "", "u", "w-"+k),
+			src.Add("reducing", k, "", "r"),
+			src.Add("reducing", k, "", "s"),
+			src.Add("aggregating", k, "", "g"),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	view := src.Capture()
+	defer view.Release()
+	var buf bytes.Buffer
+	if err := view.WriteSnapshot(context.Background(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(s contract.Schema) (contract.Backend, error) {
+		dst := newContract(t, cowstate.Config{MaxParallelism: 8})
+		register(dst, s)
+		return dst, dst.RestoreSnapshot(context.Background(), bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	}
+
+	dst, err := restore(v2)
+	if err != nil {
+		t.Fatalf("upgrade %v -> %v: %v", v1, v2, err)
+	}
+	for _, k := range kinds {
+		got, _ := dst.StateEntries(k.String())
+		want, _ := view.StateEntries(k.String())
+		sortEntries(got)
+		sortEntries(want)
+		if len(got) != 2 || !reflect.DeepEqual(got, want) {
+			t.Errorf("state %v after the upgrade: %+v, want %+v", k, got, want)
+		}
+	}
+
+	for _, s := range []contract.Schema{{Value: contract.ValueSchemas[4]}, {Value: v1.Value, Key: 1}} {
+		dst, err := restore(s)
+		if err == nil || !errors.Is(err, statetable.ErrStateMismatch) {
+			t.Fatalf("upgrade %v -> %v: %v, want refused", v1, s, err)
+		}
+		for _, k := range kinds {
+			if es, _ := dst.StateEntries(k.String()); len(es) != 0 {
+				t.Errorf("refused upgrade to %v left %d entries in state %v", s, len(es), k)
+			}
+		}
+	}
+}
+
+func sortEntries(es []contract.Entry) {
+	slices.SortFunc(es, func(a, b contract.Entry) int {
+		return strings.Compare(a.Key+"\x00"+a.Namespace, b.Key+"\x00"+b.Namespace)
+	})
 }

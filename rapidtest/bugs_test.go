@@ -832,4 +832,78 @@ var plantedBugs = []bug{
 	{name: "ttl-read-does-not-refresh", group: "Get (ttl, update on read)", new: func(cfg Config) Backend { return ttlReadNoRefresh{ttlBackend(cfg)} }, opts: Options{Groups: ttlGroups}},
 	{name: "ttl-cleanup-removes-live-entry", group: "CleanupExpired (ttl)", new: func(cfg Config) Backend { return ttlCleanupTooEager{ttlBackend(cfg)} }, opts: Options{Groups: ttlGroups}},
 	{name: "ttl-list-per-list", group: "Add (ttl, list)", new: func(cfg Config) Backend { return ttlListPerList{ttlBackend(cfg)} }, opts: Options{Groups: ttlGroups}},
+	// Schemas.
+	{name: "schema-ignored", group: "RegisterStateSchema (schema)", new: func(cfg Config) Backend { return schemaIgnored{schemaBackend(cfg)} }, opts: Options{Groups: schemaGroups}},
+	{name: "schema-key-codec-ignored", group: "RestoreSnapshot (schema, keys)", new: func(cfg Config) Backend { return schemaKeyIgnored{schemaBackend(cfg)} }, opts: Options{Groups: schemaGroups}},
+	{name: "schema-values-not-migrated", group: "RestoreSnapshot (schema, values)", new: newSchemaNotMigrated, opts: Options{Groups: schemaGroups}},
 }
+
+// schemaGroups runs the state machine with states of schemas, as a
+// backend author whose change touches only schemas would.
+var schemaGroups = GroupState | GroupSnapshots | GroupWrites | GroupSchema
+
+// schemaBackend is the cowstate adapter as a contract.SchemaBackend.
+func schemaBackend(cfg Config) contract.SchemaBackend { return newCow(cfg).(contract.SchemaBackend) }
+
+// schemaIgnored registers states without their schema: an upgrade that
+// must be refused restores.
+type schemaIgnored struct{ contract.SchemaBackend }
+
+func (b schemaIgnored) RegisterStateSchema(name string, kind statetable.Kind, _ contract.Schema) error {
+	return b.RegisterState(name, kind)
+}
+
+// schemaKeyIgnored registers every state with the first key and namespace
+// codecs, whatever the schema says: a changed key codec restores.
+type schemaKeyIgnored struct{ contract.SchemaBackend }
+
+func (b schemaKeyIgnored) RegisterStateSchema(name string, kind statetable.Kind, s contract.Schema) error {
+	s.Key, s.Namespace = 0, 0
+	return b.SchemaBackend.RegisterStateSchema(name, kind, s)
+}
+
+// schemaNotMigrated reads the values a snapshot holds with the registered
+// schema's own decoder, whatever schema wrote them: the bytes of another
+// struct read as garbage (or fail to decode).
+type schemaNotMigrated struct {
+	contract.SchemaBackend
+	b *cowstate.Backend
+}
+
+func newSchemaNotMigrated(cfg Config) Backend {
+	b, err := cowstate.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return schemaNotMigrated{contract.Of(b).(contract.SchemaBackend), b}
+}
+
+// RegisterStateSchema registers the typed state first, with a value codec
+// of the schema's ID that does not migrate, so that the adapter takes it
+// as its own.
+func (n schemaNotMigrated) RegisterStateSchema(name string, kind statetable.Kind, s contract.Schema) error {
+	kc, nc, vc := s.KeyCodec(), s.NamespaceCodec(), noMigration{s.ValueCodec()}
+	var err error
+	switch kind {
+	case statetable.KindValue:
+		_, err = cowstate.NamespacedValue(n.b, name, kc, nc, statetable.Codec[string](vc), "")
+	case statetable.KindList:
+		_, err = cowstate.NamespacedList(n.b, name, kc, nc, statetable.Codec[string](vc))
+	case statetable.KindMap:
+		_, err = cowstate.NamespacedMap(n.b, name, kc, nc, str, statetable.Codec[string](vc))
+	case statetable.KindReducing:
+		_, err = cowstate.NamespacedReducing(n.b, name, kc, nc, statetable.Codec[string](vc), contract.Reduce)
+	case statetable.KindAggregating:
+		_, err = cowstate.NamespacedAggregating(n.b, name, kc, nc, statetable.Codec[string](vc), statetable.AggregateFunction[string, string, string](contract.Aggregate{}))
+	}
+	if err != nil {
+		return err
+	}
+	return n.SchemaBackend.RegisterStateSchema(name, kind, s)
+}
+
+// noMigration is a value codec that decodes what any codec wrote as if it
+// had written it.
+type noMigration struct{ statetable.Evolving[string] }
+
+func (c noMigration) DecoderFor(string) (func([]byte) (string, error), error) { return c.Decode, nil }

@@ -50,6 +50,7 @@ func (p pair) release() {
 type write struct {
 	pair
 	buf, modelBuf bytes.Buffer
+	schemas       map[string]contract.Schema // the states' schemas at capture
 	done          chan struct{}
 	err, readErr  error
 }
@@ -65,10 +66,13 @@ type machine struct {
 	keys, nss  []string       // the test case's pools
 	names      []string       // the states registered: stateNames, and with GroupTTL theirs
 	ttl        statetable.TTL // GroupTTL: the TTL states' TTL
-	live       []pair
-	writes     []*write
-	step       int
-	failed     bool
+	// schemas, with GroupSchema, is the schema each of stateNames is
+	// registered with (nil: RegisterState).
+	schemas map[string]contract.Schema
+	live    []pair
+	writes  []*write
+	step    int
+	failed  bool
 }
 
 const maxLive, maxWrites = 4, 3
@@ -91,6 +95,13 @@ func prop(mach Machine, newBackend func(Config) Backend, opts Options) func(*rap
 				Update:   rapid.SampledFrom([]statetable.TTLUpdate{statetable.UpdateOnCreateAndWrite, statetable.UpdateOnReadAndWrite}).Draw(t, "ttlUpdate"),
 			}
 			t.Logf("TTL %+v", m.ttl)
+		}
+		if m.groups&GroupSchema != 0 {
+			m.schemas = map[string]contract.Schema{}
+			for _, name := range stateNames {
+				m.schemas[name] = contract.Schema{Value: rapid.SampledFrom(contract.ValueSchemas).Draw(t, "schema of "+name)}
+			}
+			t.Logf("schemas %v", m.schemas)
 		}
 		t.Logf("config: max parallelism %d, key groups %v; keys %q, namespaces %q", m.cfg.MaxParallelism, m.cfg.KeyGroups, m.keys, m.nss)
 		t.Cleanup(m.cleanup)
@@ -120,8 +131,15 @@ func prop(mach Machine, newBackend func(Config) Backend, opts Options) func(*rap
 }
 
 // fresh returns a new backend and model for cfg, with the machine's states
-// and timer services registered; restore says it is a restore target.
+// and timer services registered (with the machine's schemas); restore says
+// it is a restore target.
 func (m *machine) fresh(t *rapid.T, cfg Config, restore bool) (Backend, *Model) {
+	return m.freshWith(t, cfg, restore, m.schemas)
+}
+
+// freshWith is fresh with the states registered with schemas (nil:
+// without schemas).
+func (m *machine) freshWith(t *rapid.T, cfg Config, restore bool, schemas map[string]contract.Schema) (Backend, *Model) {
 	newBackend := m.newBackend
 	if restore && m.opts.NewRestoreTarget != nil {
 		newBackend = m.opts.NewRestoreTarget
@@ -132,7 +150,15 @@ func (m *machine) fresh(t *rapid.T, cfg Config, restore bool) (Backend, *Model) 
 		m.fatalf(t, "BUG: NewModel(%+v): %v", cfg, err)
 	}
 	for i, name := range stateNames {
-		if err := b.RegisterState(name, stateKinds[i]); err != nil {
+		if schemas != nil {
+			sb, ok := b.(contract.SchemaBackend)
+			if !ok {
+				m.fatalf(t, "GroupSchema selected, but the backend (%T) does not implement contract.SchemaBackend", b)
+			}
+			if err := sb.RegisterStateSchema(name, stateKinds[i], schemas[name]); err != nil {
+				m.fatalf(t, "RegisterStateSchema(%q, %v, %v): %v", name, stateKinds[i], schemas[name], err)
+			}
+		} else if err := b.RegisterState(name, stateKinds[i]); err != nil {
 			m.fatalf(t, "RegisterState(%q, %v): %v", name, stateKinds[i], err)
 		}
 		mod.RegisterState(name, stateKinds[i])

@@ -51,8 +51,9 @@ type Model struct {
 	services map[string]bool
 	entries  map[string]map[addr]contract.Entry // state -> (key, ns) -> entry
 	timers   map[queueID]map[timer]bool
-	ttls     map[string]statetable.TTL // states with a TTL (model_ttl.go)
-	stamps   map[string]map[addr]stamp // their entries' expiration timestamps
+	ttls     map[string]statetable.TTL  // states with a TTL (model_ttl.go)
+	stamps   map[string]map[addr]stamp  // their entries' expiration timestamps
+	schemas  map[string]contract.Schema // states registered with a schema (model_schema.go)
 }
 
 var _ contract.Backend = (*Model)(nil)
@@ -91,7 +92,7 @@ func NewModel(cfg Config) (*Model, error) {
 	}
 	return &Model{maxPar: maxPar, owned: owned, clock: clock, kinds: map[string]statetable.Kind{},
 		services: map[string]bool{}, entries: map[string]map[addr]contract.Entry{}, timers: map[queueID]map[timer]bool{},
-		ttls: map[string]statetable.TTL{}, stamps: map[string]map[addr]stamp{}}, nil
+		ttls: map[string]statetable.TTL{}, stamps: map[string]map[addr]stamp{}, schemas: map[string]contract.Schema{}}, nil
 }
 
 func (m *Model) MaxParallelism() int                 { return m.maxPar }
@@ -470,7 +471,7 @@ func (m *Model) TimerEntries(service string, d timerqueue.Domain) ([]timer, erro
 
 // Capture returns a deep copy of the model. O(size).
 func (m *Model) Capture() contract.View {
-	v := &modelView{maxPar: m.maxPar, kinds: maps.Clone(m.kinds), entries: map[string][]contract.Entry{}, stamps: map[string][]stamp{}, timers: map[queueID][]timer{}}
+	v := &modelView{maxPar: m.maxPar, kinds: maps.Clone(m.kinds), schemas: maps.Clone(m.schemas), entries: map[string][]contract.Entry{}, stamps: map[string][]stamp{}, timers: map[queueID][]timer{}}
 	now := m.clock()
 	for name := range m.entries {
 		v.entries[name], v.stamps[name] = m.liveEntries(name, now)
@@ -490,6 +491,7 @@ func cloneEntry(e contract.Entry) contract.Entry {
 type modelView struct {
 	maxPar   int
 	kinds    map[string]statetable.Kind
+	schemas  map[string]contract.Schema
 	entries  map[string][]contract.Entry
 	stamps   map[string][]stamp // of TTL states: entries[name][i]'s is stamps[name][i]
 	timers   map[queueID][]timer
@@ -530,7 +532,8 @@ func (v *modelView) Release() { v.released.Store(true) }
 type modelFile struct {
 	MaxParallelism int
 	States         map[string][]contract.Entry
-	Stamps         map[string][]stamp // of TTL states, entry by entry
+	Stamps         map[string][]stamp    // of TTL states, entry by entry
+	Schemas        map[string]fileSchema // of states registered with a schema
 	Timers         []fileTimers
 }
 
@@ -542,7 +545,7 @@ type fileTimers struct {
 
 func (v *modelView) WriteSnapshot(ctx context.Context, w io.Writer) error {
 	v.live()
-	f := modelFile{MaxParallelism: v.maxPar, States: v.entries, Stamps: v.stamps}
+	f := modelFile{MaxParallelism: v.maxPar, States: v.entries, Stamps: v.stamps, Schemas: fileSchemas(v.schemas)}
 	for id, ts := range v.timers {
 		f.Timers = append(f.Timers, fileTimers{id.service, id.d, ts})
 	}
@@ -559,6 +562,9 @@ func (m *Model) RestoreSnapshot(ctx context.Context, r io.ReaderAt, size int64) 
 	}
 	if f.MaxParallelism != m.maxPar {
 		return fmt.Errorf("%w: max parallelism %d, model %d", snapshot.ErrMismatch, f.MaxParallelism, m.maxPar)
+	}
+	if err := m.checkSchemas(f); err != nil {
+		return err
 	}
 	for name, es := range f.States {
 		if _, ok := m.kinds[name]; !ok {

@@ -410,9 +410,10 @@ func (n *naive) RestoreSnapshot(_ context.Context, r io.ReaderAt, size int64) er
 }
 
 // TestNaive runs the suite against the naive backend: an independent
-// implementation passes. It has no TTL: it leaves GroupTTL out.
+// implementation passes. It has no TTL and no schemas: it leaves GroupTTL
+// and GroupSchema out.
 func TestNaive(t *testing.T) {
 	o := opts()
-	o.Groups &^= rapidtest.GroupTTL
+	o.Groups &^= rapidtest.GroupTTL | rapidtest.GroupSchema
 	rapidtest.Run(t, newNaive, o)
 }

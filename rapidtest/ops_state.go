@@ -72,6 +72,9 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 	if m.groups&GroupRescale != 0 {
 		a["Rescale"] = m.rescale
 	}
+	if m.groups&GroupSchema != 0 {
+		a["Upgrade"] = m.upgrade
+	}
 	if m.groups&GroupTTL != 0 {
 		a["AdvanceClock"] = m.advanceClock
 		a["CleanupExpired"] = m.cleanupExpired

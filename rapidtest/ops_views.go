@@ -8,6 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/cowstate/cowstate/contract"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
 )
@@ -40,7 +41,7 @@ func (m *machine) startWrite(t *rapid.T) {
 	if len(m.writes) >= maxWrites {
 		return
 	}
-	w := &write{pair: pair{m.b.Capture(), m.m.Capture(), m.step}, done: make(chan struct{})}
+	w := &write{pair: pair{m.b.Capture(), m.m.Capture(), m.step}, schemas: m.schemas, done: make(chan struct{})}
 	if err := w.m.WriteSnapshot(context.Background(), &w.modelBuf); err != nil {
 		m.fatalf(t, "BUG: model WriteSnapshot: %v", err)
 	}
@@ -73,15 +74,16 @@ func (m *machine) finishWrite(t *rapid.T, i int) {
 	if w.readErr != nil {
 		m.fatalf(t, "view captured at step %d, read on the writing goroutine: %v", w.step, w.readErr)
 	}
-	b, mod := m.restore(t, m.cfg, w.buf.Bytes(), w.modelBuf.Bytes())
+	b, mod := m.restore(t, m.cfg, w.buf.Bytes(), w.modelBuf.Bytes(), w.schemas)
 	if err := m.diff(b, mod); err != nil {
 		m.fatalf(t, "restore of the snapshot captured at step %d and written on a goroutine: %v", w.step, err)
 	}
 }
 
-// restore restores a snapshot into a fresh restore target and model.
-func (m *machine) restore(t *rapid.T, cfg Config, data, modelData []byte) (Backend, *Model) {
-	b, mod := m.fresh(t, cfg, true)
+// restore restores a snapshot into a fresh restore target and model, its
+// states registered with the schemas the snapshot was written with.
+func (m *machine) restore(t *rapid.T, cfg Config, data, modelData []byte, schemas map[string]contract.Schema) (Backend, *Model) {
+	b, mod := m.freshWith(t, cfg, true, schemas)
 	if err := b.RestoreSnapshot(context.Background(), bytes.NewReader(data), int64(len(data))); err != nil {
 		m.fatalf(t, "RestoreSnapshot into key groups %v: %v", b.KeyGroups(), err)
 	}
@@ -114,7 +116,7 @@ func (m *machine) rescale(t *rapid.T) {
 		r := statetable.RangeForOperator(maxPar, p, i)
 		cfg := m.cfg
 		cfg.KeyGroups = &r
-		b, mod := m.restore(t, cfg, buf.Bytes(), modelBuf.Bytes())
+		b, mod := m.restore(t, cfg, buf.Bytes(), modelBuf.Bytes(), m.schemas)
 		if g := b.KeyGroups(); g != r {
 			m.fatalf(t, "rescaled backend owns key groups %v, configured %v", g, r)
 		}

@@ -55,6 +55,16 @@ const (
 	// implement contract.TTLBackend, and a backend without TTL leaves the
 	// group out; select it with AllGroups | GroupTTL.
 	GroupTTL
+	// GroupSchema: the states registered with a contract.Schema drawn per
+	// test case, and Upgrade: a snapshot restored into a fresh backend
+	// whose states are registered with other schemas (values of another
+	// struct, keys or namespaces of another codec), which must migrate
+	// every value when each new schema reads the old one
+	// (contract.Schema.Reads) and go on in its place, or else refuse the
+	// snapshot with the error Reads names, holding nothing. In the "state"
+	// machine; not in AllGroups: the backend must implement
+	// contract.SchemaBackend; select it with AllGroups | GroupSchema.
+	GroupSchema
 
 	// AllGroups is every group.
 	AllGroups = GroupState | GroupMerge | GroupTimers | GroupSnapshots | GroupWrites | GroupRescale
@@ -92,11 +102,11 @@ func (m Machine) core() Group {
 func (m Machine) groups() Group {
 	switch m {
 	case MachineState:
-		return GroupState | GroupMerge | GroupSnapshots | GroupWrites | GroupRescale | GroupTTL
+		return GroupState | GroupMerge | GroupSnapshots | GroupWrites | GroupRescale | GroupTTL | GroupSchema
 	case MachineTimers:
 		return GroupTimers | GroupSnapshots | GroupWrites | GroupRescale
 	}
-	return AllGroups // GroupTTL rides the state machine only, which keeps the suite's time
+	return AllGroups // GroupTTL and GroupSchema ride the state machine only, which keeps the suite's time
 }
 
 // Options tunes a run. The zero value runs every group with the defaults.

@@ -16,9 +16,10 @@ var (
 	steps = flag.Int("rapidtest.steps", 0, "most operations per test case (0: the suite's default)")
 )
 
-// opts runs every group, TTL included: the model and cowstate have it.
+// opts runs every group, TTL and schemas included: the model and cowstate
+// have them.
 func opts() rapidtest.Options {
-	return rapidtest.Options{Groups: rapidtest.AllGroups | rapidtest.GroupTTL, Duration: *long, Keys: *keys, Steps: *steps}
+	return rapidtest.Options{Groups: rapidtest.AllGroups | rapidtest.GroupTTL | rapidtest.GroupSchema, Duration: *long, Keys: *keys, Steps: *steps}
 }
 
 func newModel(cfg rapidtest.Config) rapidtest.Backend {
