@@ -56,7 +56,10 @@
 // Options.Groups selects operation groups (a backend without timers
 // leaves out GroupTimers; GroupTTL, states with a time-to-live driven by
 // the clock, is not in AllGroups: a backend that implements
-// contract.TTLBackend opts in with AllGroups | GroupTTL), Options.Keys
+// contract.TTLBackend opts in with AllGroups | GroupTTL; GroupSchema, states
+// registered with a contract.Schema and upgraded across snapshots into
+// states of other schemas, migrated or refused, likewise for a
+// contract.SchemaBackend), Options.Keys
 // and Options.Namespaces the pool sizes, Options.Duration longer runs, Options.NewRestoreTarget the
 // constructor of the backends snapshots are restored into. A run's seed is
 // rapid's: a failure prints the -rapid.seed that replays it.
