@@ -70,6 +70,12 @@ func ReadSchema(r io.Reader) (Header, error) {
 type CheckOptions struct {
 	Rename map[string]string
 	Drop   []string
+	// Reads, if set, judges value codec IDs that are not both Struct
+	// schemas, as the job's Evolving codec would: nil if a codec of ID cur
+	// reads the values one of ID old wrote, else an error saying why
+	// (protocodec.Reads for protocol buffer messages). It is not called
+	// for equal IDs. Without it Check refuses such a change.
+	Reads func(cur, old string) error
 }
 
 // Check judges, from codec IDs alone, what restoring a file of metadata
@@ -83,7 +89,7 @@ type CheckOptions struct {
 // the new one cannot read). Where the value codecs differ and are not both
 // Struct schemas the IDs cannot tell: Check refuses, and says that only
 // the job (an Evolving codec or cowstate.MigrateFrom, judged by
-// checkpoint.CheckRestore) can read it. A file of another max parallelism
+// checkpoint.CheckRestore) can read it, unless opts.Reads judges them. A file of another max parallelism
 // is an error; so is a name opts give that the file does not hold. Cost:
 // O(states); no file section is read.
 func Check(file snapshot.Meta, job Header, opts CheckOptions) ([]cowstate.RestoreCheck, error) {
@@ -136,7 +142,7 @@ func Check(file snapshot.Meta, job Header, opts CheckOptions) ([]cowstate.Restor
 			c.Verdict, c.Err = cowstate.Refused, fmt.Errorf("%w: %v: the job registers no state %q: register it, or say what becomes of it (RestoreAs, DropOnRestore)", snapshot.ErrMismatch, s, name)
 		default:
 			c.As = name
-			if err := judge(s, have); err != nil {
+			if err := judge(s, have, opts.Reads); err != nil {
 				c.As, c.Verdict, c.Err = "", cowstate.Refused, err
 			} else if !slices.Equal(s.Codec, have.Codec) {
 				c.Verdict = cowstate.Migrates
@@ -161,8 +167,9 @@ func Check(file snapshot.Meta, job Header, opts CheckOptions) ([]cowstate.Restor
 	return checks, nil
 }
 
-// judge says whether the job's state have reads the file's state s.
-func judge(s, have statetable.StateInfo) error {
+// judge says whether the job's state have reads the file's state s;
+// reads (if not nil) judges value codecs that are not both Struct schemas.
+func judge(s, have statetable.StateInfo, reads func(cur, old string) error) error {
 	mismatch := func(format string, args ...any) error {
 		return fmt.Errorf("%w: state %q: "+format, append([]any{snapshot.ErrMismatch, s.Name}, args...)...)
 	}
@@ -183,6 +190,10 @@ func judge(s, have statetable.StateInfo) error {
 				return mismatch("%s codec %s in the savepoint, %s in the job: keys, namespaces and map user keys never migrate (their bytes decide the key group and the entries' identity)", what, old, cur)
 			}
 		case old == cur:
+		case (!isStruct(old) || !isStruct(cur)) && reads != nil:
+			if err := reads(cur, old); err != nil {
+				return fmt.Errorf("%w: state %q: %w", snapshot.ErrMismatch, s.Name, err)
+			}
 		case !isStruct(old) || !isStruct(cur):
 			return mismatch("value codec %s in the savepoint, %s in the job: only the job can tell whether it reads the old values (an Evolving codec, or cowstate.MigrateFrom; checkpoint.CheckRestore in the job judges it)", old, cur)
 		default:

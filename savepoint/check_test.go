@@ -132,3 +132,40 @@ func TestCheckAgreesWithTheJobsCheckRestore(t *testing.T) {
 		t.Errorf("another max parallelism: %v", err)
 	}
 }
+
+// CheckOptions.Reads judges value codecs that are not both Struct schemas
+// (protocodec.Reads for protocol buffer messages): what it accepts
+// migrates, what it refuses is refused with its reason.
+func TestCheckReadsJudgesOtherCodecs(t *testing.T) {
+	file := open(t, testSavepoint(t)).Meta()
+	b := newBackend(t, 128)
+	_, err := cowstate.Value[string, string](b, "count") // int64 in the savepoint
+	check(t, err)
+	job := schemaOf(t, b)
+	errNarrow := errors.New("the job's judge refuses it")
+	for _, c := range []struct {
+		reads func(cur, old string) error
+		want  string
+	}{
+		{func(cur, old string) error { return nil }, "count:migrates"},
+		{func(cur, old string) error { return errNarrow }, "count:refused"},
+	} {
+		var asked []string
+		reads := func(cur, old string) error {
+			asked = append(asked, old+" -> "+cur)
+			return c.reads(cur, old)
+		}
+		got := must(savepoint.Check(file, job, savepoint.CheckOptions{Reads: reads}))(t)
+		if v := verdicts(got); !strings.Contains(v, c.want) {
+			t.Errorf("Check: %s, want %s", v, c.want)
+		}
+		if len(asked) != 1 || !strings.Contains(asked[0], "int64") {
+			t.Errorf("Reads asked %q, want once, for the count's value codecs", asked)
+		}
+		for _, r := range got {
+			if r.Name == "count" && r.Verdict == cowstate.Refused && (!errors.Is(r.Err, errNarrow) || !errors.Is(r.Err, snapshot.ErrMismatch)) {
+				t.Errorf("count refused with %v, want ErrMismatch wrapping the judge's error", r.Err)
+			}
+		}
+	}
+}

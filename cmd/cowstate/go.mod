@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/cowstate/cowstate v0.1.0
 	github.com/cowstate/cowstate/checkpoint/storeurl v0.1.0
+	github.com/cowstate/cowstate/contrib/protocodec v0.1.0
 )
 
 require (
@@ -94,6 +95,7 @@ require (
 replace (
 	github.com/cowstate/cowstate => ../..
 	github.com/cowstate/cowstate/checkpoint/storeurl => ../../checkpoint/storeurl
+	github.com/cowstate/cowstate/contrib/protocodec => ../../contrib/protocodec
 )
 
 replace github.com/cowstate/cowstate/checkpoint/s3store => ../../checkpoint/s3store

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/cowstate/cowstate"
+	"github.com/cowstate/cowstate/contrib/protocodec"
 	"github.com/cowstate/cowstate/savepoint"
 	"github.com/cowstate/cowstate/statetable"
 )
@@ -92,9 +93,11 @@ registered its states, or a savepoint the new job wrote. -rename and -drop
 say what the job says with Backend.RestoreAs and Backend.DropOnRestore.
 
 Keys, namespaces and map user keys never migrate; a struct value whose
-fields were added, removed or widened migrates; another change of a value
-codec is refused here, since only the job's code can tell whether it reads
-the old values (an Evolving codec, cowstate.MigrateFrom): the job's own
+fields were added, removed or widened migrates; so does a protocol buffer
+message (contrib/protocodec) whose fields changed by protobuf's rules
+without narrowing a value. Another change of a value codec is refused
+here, since only the job's code can tell whether it reads the old values
+(an Evolving codec, cowstate.MigrateFrom): the job's own
 checkpoint.CheckRestore judges those.
 `,
 }
@@ -337,7 +340,7 @@ func setupSavepointCheck(fs *flag.FlagSet) runFunc {
 		if *job == "" {
 			return usageError{"need -job, the job's schema"}
 		}
-		opts := savepoint.CheckOptions{Drop: listFlag(*drop)}
+		opts := savepoint.CheckOptions{Drop: listFlag(*drop), Reads: readsByID}
 		var err error
 		if opts.Rename, err = renameFlag(*rename); err != nil {
 			return err
@@ -507,4 +510,15 @@ func setupSavepointBootstrap(fs *flag.FlagSet) runFunc {
 		fmt.Fprintf(stdout, "wrote %s\n", *out)
 		return nil
 	}
+}
+
+// readsByID judges, for savepoint check, a change of value codec that is
+// not between two Struct schemas: between two protocodec schemas it is
+// protocodec.Reads; any other is refused, as only the job's code can judge
+// it.
+func readsByID(cur, old string) error {
+	if strings.HasPrefix(cur, "protobuf ") && strings.HasPrefix(old, "protobuf ") {
+		return protocodec.Reads(cur, old)
+	}
+	return fmt.Errorf("value codec %s in the savepoint, %s in the job: only the job can tell whether it reads the old values (an Evolving codec, or cowstate.MigrateFrom; checkpoint.CheckRestore in the job judges it)", old, cur)
 }
