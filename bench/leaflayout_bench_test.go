@@ -49,10 +49,12 @@ import (
 //     cow.Map allocates leaves;
 //   - layout=gomap: the builtin map.
 //
-// size=10000000/layout=...: sorted, gapped, buckets and gomap at 10M keys
-// behind a flat directory of 2^18 leaves of about 38 entries (the buckets
-// keep sixteen to a leaf, about 2.4 keys a bucket, and leave out 15% of
-// the keys). Select one size with -bench
+// size=10000000/layout=...: sorted, gapped, buckets (in one arena and a
+// heap object a leaf) and gomap at 10M keys behind a flat directory of
+// 2^18 leaves of about 38 entries (the buckets keep sixteen to a leaf,
+// about 2.4 keys a bucket, and leave out 15% of the keys; the directories
+// are 4 MB of 16-byte slots for sorted and gapped, 2 MB of pointers for
+// alloc=perleaf, 1 MB of indexes for the arena). Select one size with -bench
 // 'BenchmarkLeafLayout/layout=' or 'BenchmarkLeafLayout/size='.
 //
 // Every layout reports B/entry, the live heap its directory and leaves
@@ -113,7 +115,7 @@ func benchLeafLayouts(b *testing.B, n int, leafBits uint, all bool) {
 	}
 	layouts[len(layouts)-1].held = held
 	same("layout=buckets/search=branchfree", false, bucketSelectLookup{buckets})
-	add("layout=buckets/alloc=perleaf", false, func() lookup { return newLeafBucketLookup(buckets) })
+	add("layout=buckets/alloc=perleaf", true, func() lookup { return newLeafBucketLookup(buckets) })
 	layouts[len(layouts)-1].held = held
 	add("layout=gomap", true, func() lookup {
 		gomap := make(map[uint64]uint64, n)
