@@ -2,26 +2,40 @@ package bench
 
 import (
 	"cmp"
+	"math"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"unsafe"
 )
 
-// BenchmarkLeafLayout measures how fast a lookup can be in two layouts of
-// a hash map's leaves, on their own: 1M random uint64 keys, each lookup
+// BenchmarkLeafLayout measures how fast a lookup can be in several layouts
+// of a hash map's leaves, on their own: 1M random uint64 keys, each lookup
 // called through an interface as BenchmarkGet calls every impl (the keys
-// looked up are drawn ahead, so unlike BenchmarkGet's picker no load of
-// the key itself misses), no trie
-// walk in front (a flat directory of 32K leaves of about 32 entries, what
-// cow.Map has at depth 3 at 1M), no writes, no snapshots.
+// looked up are drawn ahead, with the values they must find, so unlike
+// BenchmarkGet's picker no load of the key itself misses; every lookup's
+// value is checked), no trie walk in front (a flat directory of 32K leaves
+// of about 32 entries, what cow.Map has at depth 3 at 1M), no writes, no
+// snapshots.
 //
 //   - layout=sorted: today's cow.Map leaf, entries (hash, key, value)
 //     sorted by hash, the position interpolated from the hash and
-//     corrected by a short scan, behind a directory of 16-byte slots;
+//     corrected by a short scan, behind a directory of 16-byte slots, each
+//     leaf one heap object of its length;
 //   - layout=sorted/hash=func: the same with the hash called through a
 //     function value, as cow.Map.Get calls it;
+//   - layout=gapped/load=0.8, layout=gapped/load=0.67: a gapped sorted
+//     leaf, order-preserving linear probing (gappedLeaves): the same
+//     entries in hash order, entry j at max(home(h_j), pos_{j-1}+1) in a
+//     leaf of C = n/load slots (rounded up), home(h) the hash bits below
+//     the leaf's prefix scaled to C, empty slots marked by the hash
+//     MaxUint64; a lookup scans forward from home(h) to the first hash
+//     >= h, behind the same directory;
+//   - layout=gapped/load=.../search=branchfree: the same leaves, the first
+//     two slots from home compared with no branch on the outcome (the
+//     scan goes on past them only when both hold smaller hashes);
 //   - layout=buckets: a leaf of sixteen 64-byte buckets chosen by hash
 //     bits, each 7 tag bytes, a count and three key-value pairs, behind a
 //     directory of 4-byte leaf indexes: one cache line a lookup (a key
@@ -35,51 +49,131 @@ import (
 //     cow.Map allocates leaves;
 //   - layout=gomap: the builtin map.
 //
+// size=10000000/layout=...: sorted, gapped, buckets (in one arena and a
+// heap object a leaf) and gomap at 10M keys behind a flat directory of
+// 2^18 leaves of about 38 entries (the buckets keep sixteen to a leaf,
+// about 2.4 keys a bucket, and leave out 15% of the keys; the directories
+// are 4 MB of 16-byte slots for sorted and gapped, 2 MB of pointers for
+// alloc=perleaf, 1 MB of indexes for the arena). Select one size with -bench
+// 'BenchmarkLeafLayout/layout=' or 'BenchmarkLeafLayout/size='.
+//
+// Every layout reports B/entry, the live heap its directory and leaves
+// take (after a collection, size classes included) over the entries it
+// holds, and the layouts that search an entry array report lines/lookup,
+// the 64-byte lines a lookup of a present key reads in the leaf (from the
+// leaves' addresses, over 64K of the keys looked up; a bucket is one).
+//
 // It is the measurement behind docs/decisions/0025-lookup-layout-measurements.md:
 // the layout a faster cow.Map would need, not code the engine runs.
 func BenchmarkLeafLayout(b *testing.B) {
-	const n, leafBits = 1 << 20, 15
+	benchLeafLayouts(b, 1<<20, 15, true)
+	b.Run("size=10000000", func(b *testing.B) { benchLeafLayouts(b, 10_000_000, 18, false) })
+}
+
+// benchLeafLayouts runs BenchmarkLeafLayout's layouts over n keys in
+// 1<<leafBits leaves; all adds the variants measured at 1M only.
+func benchLeafLayouts(b *testing.B, n int, leafBits uint, all bool) {
 	r := rand.New(rand.NewPCG(1, 2))
 	keys := make([]uint64, n)
 	for i := range keys {
 		keys[i] = r.Uint64()
 	}
-	sorted := newSortedLeaves(keys, leafBits)
-	buckets := newBucketLeaves(keys, leafBits)
-	gomap := make(map[uint64]uint64, n)
-	for i, k := range keys {
-		gomap[k] = uint64(i)
+	type layout struct {
+		name  string
+		l     lookup
+		bytes uint64 // live heap of the directory and leaves
+		held  int    // entries the layout holds
+		every bool   // measured at every size, not at 1M only
 	}
-	var present []uint64 // drawn keys every layout holds
-	for len(present) < 1<<22 {
-		if k := keys[r.IntN(n)]; buckets.has(k) {
-			present = append(present, k)
+	var layouts []layout
+	add := func(name string, every bool, build func() lookup) lookup {
+		before := liveHeap()
+		l := build()
+		layouts = append(layouts, layout{name, l, liveHeap() - before, n, every})
+		return l
+	}
+	same := func(name string, every bool, l lookup) { // another search of the last layout's leaves
+		last := layouts[len(layouts)-1]
+		layouts = append(layouts, layout{name, l, last.bytes, last.held, every})
+	}
+	sorted := add("layout=sorted", true, func() lookup { return sortedLookup{newSortedLeaves(keys, leafBits)} }).(sortedLookup).s
+	same("layout=sorted/hash=func", false, sortedFuncLookup{sorted, func(k uint64) uint64 { return mixCall(k) }})
+	for _, load := range []struct {
+		name string
+		pct  int
+	}{{"0.8", 80}, {"0.67", 67}} {
+		name := "layout=gapped/load=" + load.name
+		g := add(name, true, func() lookup { return gappedLookup{newGappedLeaves(keys, leafBits, load.pct)} }).(gappedLookup).g
+		same(name+"/search=branchfree", true, gappedWindowLookup{g})
+	}
+	buckets := add("layout=buckets", true, func() lookup { return bucketLookup{newBucketLeaves(keys, leafBits)} }).(bucketLookup).l
+	held := 0
+	for _, k := range keys {
+		if buckets.has(k) {
+			held++
 		}
 	}
-	for _, c := range []struct {
-		name string
-		l    lookup
-	}{
-		{"layout=sorted", sortedLookup{sorted}},
-		{"layout=sorted/hash=func", sortedFuncLookup{sorted, func(k uint64) uint64 { return mixCall(k) }}},
-		{"layout=buckets", bucketLookup{buckets}},
-		{"layout=buckets/search=branchfree", bucketSelectLookup{buckets}},
-		{"layout=buckets/alloc=perleaf", newLeafBucketLookup(buckets)},
-		{"layout=gomap", gomapLookup(gomap)},
-	} {
+	layouts[len(layouts)-1].held = held
+	same("layout=buckets/search=branchfree", false, bucketSelectLookup{buckets})
+	add("layout=buckets/alloc=perleaf", true, func() lookup { return newLeafBucketLookup(buckets) })
+	layouts[len(layouts)-1].held = held
+	add("layout=gomap", true, func() lookup {
+		gomap := make(map[uint64]uint64, n)
+		for i, k := range keys {
+			gomap[k] = uint64(i)
+		}
+		return gomapLookup(gomap)
+	})
+	var present []layoutProbe // drawn keys every layout holds, with their values
+	for len(present) < 1<<22 {
+		if i := r.IntN(n); buckets.has(keys[i]) {
+			present = append(present, layoutProbe{keys[i], uint64(i)})
+		}
+	}
+	for _, c := range layouts {
+		if !all && !c.every {
+			continue
+		}
 		b.Run(c.name, func(b *testing.B) {
 			i := 0
 			for b.Loop() {
-				v, ok := c.l.get(present[i&(len(present)-1)])
-				if !ok {
-					b.Fatal("present key not found")
+				p := present[i&(len(present)-1)]
+				v, ok := c.l.get(p.key)
+				if !ok || v != p.val {
+					b.Fatalf("key %#x: got %d, %v, want %d", p.key, v, ok, p.val)
 				}
 				sink += int64(v)
 				i++
 			}
+			b.ReportMetric(float64(c.bytes)/float64(c.held), "B/entry")
+			if lc, ok := c.l.(lineCounter); ok {
+				lines := 0
+				for _, p := range present[:1<<16] {
+					lines += lc.lines(p.key)
+				}
+				b.ReportMetric(float64(lines)/(1<<16), "lines/lookup")
+			}
 		})
 	}
 }
+
+// layoutProbe is a key looked up and the value it must find.
+type layoutProbe struct{ key, val uint64 }
+
+// liveHeap is the heap's live bytes after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// lineCounter is a lookup that can tell which 64-byte lines its search of
+// key k reads in the leaf.
+type lineCounter interface{ lines(k uint64) int }
+
+// linesSpanned is how many 64-byte lines the bytes [from, to) touch.
+func linesSpanned(from, to uintptr) int { return int((to-1)/64 - from/64 + 1) }
 
 type lookup interface{ get(k uint64) (uint64, bool) }
 
@@ -114,7 +208,7 @@ func newSortedLeaves(keys []uint64, leafBits uint) *sortedLeaves {
 	s := &sortedLeaves{dir: make([]layoutSlot, len(leaves)), shift: 64 - leafBits}
 	for i, l := range leaves {
 		slices.SortFunc(l, func(a, b layoutEntry) int { return cmp.Compare(a.hash, b.hash) })
-		l = slices.Clip(l)
+		l = slices.Clone(l) // one object of the leaf's size, not append's
 		s.dir[i] = layoutSlot{unsafe.Pointer(unsafe.SliceData(l)), int32(len(l)), int32(cap(l))}
 	}
 	return s
@@ -149,7 +243,32 @@ func (s *sortedLeaves) get(h, k uint64) (uint64, bool) {
 	return 0, false
 }
 
+// lines is how many 64-byte lines get's search of k reads in its leaf:
+// the entries from the interpolated guess to k's, the one below k's when
+// the scan goes down.
+func (s *sortedLeaves) lines(k uint64) int {
+	h := mix(k)
+	slot := &s.dir[h>>s.shift]
+	ents := unsafe.Slice((*layoutEntry)(slot.p), slot.n)
+	i := int((h << (64 - s.shift) >> 32) * uint64(slot.n) >> 32)
+	pos, _ := slices.BinarySearchFunc(ents, h, func(e layoutEntry, h uint64) int { return cmp.Compare(e.hash, h) })
+	lo, hi := i, pos
+	if pos <= i {
+		lo, hi = max(pos-1, 0), i
+	}
+	return entryLines(ents, lo, hi, pos)
+}
+
+// entryLines is how many 64-byte lines a search reads that compares the
+// hashes of ents[lo..hi] and reads the whole entry at pos.
+func entryLines(ents []layoutEntry, lo, hi, pos int) int {
+	at := func(i int) uintptr { return uintptr(unsafe.Pointer(&ents[i])) }
+	return linesSpanned(at(lo), max(at(hi)+8, at(pos)+unsafe.Sizeof(layoutEntry{})))
+}
+
 type sortedLookup struct{ s *sortedLeaves }
+
+func (l sortedLookup) lines(k uint64) int { return l.s.lines(k) }
 
 func (l sortedLookup) get(k uint64) (uint64, bool) { return l.s.get(mix(k), k) }
 
@@ -159,6 +278,150 @@ type sortedFuncLookup struct {
 }
 
 func (l sortedFuncLookup) get(k uint64) (uint64, bool) { return l.s.get(l.hash(k), k) }
+
+// gappedLeaves is a directory of gapped sorted leaves: order-preserving
+// linear probing. A leaf of n entries has C = n/load slots (rounded up)
+// and its entries in hash order, entry j at pos_j = max(home(h_j),
+// pos_{j-1}+1), home(h) the hash bits below the leaf's prefix as a
+// fraction of C; the slots past C that entries are pushed into are
+// allocated as the last position needs, with one empty slot after it. The
+// layout is a function of the entries and C, so it is canonical.
+//
+// An empty slot holds the hash gappedEmpty, MaxUint64, and real hashes are
+// kept below it (gappedHash). An empty slot then compares >= every hash, so
+// from home(h) the slots hold a run of hashes < h and then only hashes >= h
+// or empties: a present key sits in the occupied run that starts at or
+// before its home, so the scan to the first slot >= h stops at an empty
+// slot for an absent key, needs no bound (the empty slot after the last
+// entry ends it), and can count its first slots with no branch; and the
+// loop over equal hashes never takes an empty slot for an entry.
+type gappedLeaves struct {
+	dir   []layoutSlot // n is the leaf's C, c its slot count
+	shift uint
+}
+
+// gappedEmpty is the hash of an empty slot.
+const gappedEmpty = math.MaxUint64
+
+// gappedWindow is how many slots from home a branch-free search compares.
+const gappedWindow = 2
+
+// gappedHash is k's hash in gapped leaves: mix, kept below gappedEmpty.
+func gappedHash(k uint64) uint64 { return min(mix(k), gappedEmpty-1) }
+
+func newGappedLeaves(keys []uint64, leafBits uint, loadPct int) *gappedLeaves {
+	ents := make([]layoutEntry, len(keys))
+	for i, k := range keys {
+		ents[i] = layoutEntry{gappedHash(k), k, uint64(i)}
+	}
+	return buildGappedLeaves(ents, leafBits, loadPct)
+}
+
+// buildGappedLeaves lays ents, whose hashes are below gappedEmpty, out in
+// 1<<leafBits gapped leaves at a load of loadPct percent.
+func buildGappedLeaves(ents []layoutEntry, leafBits uint, loadPct int) *gappedLeaves {
+	leaves := make([][]layoutEntry, 1<<leafBits)
+	for _, e := range ents {
+		leaves[e.hash>>(64-leafBits)] = append(leaves[e.hash>>(64-leafBits)], e)
+	}
+	g := &gappedLeaves{dir: make([]layoutSlot, len(leaves)), shift: 64 - leafBits}
+	var pos []int
+	for i, l := range leaves {
+		slices.SortFunc(l, func(a, b layoutEntry) int { return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.key, b.key)) })
+		c := (len(l)*100 + loadPct - 1) / loadPct
+		pos, last := pos[:0], -1
+		for _, e := range l {
+			last = max(int(g.home(e.hash, uintptr(c))), last+1)
+			pos = append(pos, last)
+		}
+		slots := make([]layoutEntry, max(last+2, max(c, 1)+gappedWindow-1))
+		for j := range slots {
+			slots[j].hash = gappedEmpty
+		}
+		for j, e := range l {
+			slots[pos[j]] = e
+		}
+		g.dir[i] = layoutSlot{unsafe.Pointer(unsafe.SliceData(slots)), int32(c), int32(len(slots))}
+	}
+	return g
+}
+
+// home is the slot that hash h's scan starts at in a leaf of c slots.
+func (g *gappedLeaves) home(h uint64, c uintptr) uintptr {
+	return uintptr((h << (64 - g.shift) >> 32) * uint64(c) >> 32)
+}
+
+// slots is the leaf that holds hash h, empty slots included.
+func (g *gappedLeaves) slots(h uint64) []layoutEntry {
+	slot := &g.dir[h>>g.shift]
+	return unsafe.Slice((*layoutEntry)(slot.p), slot.c)
+}
+
+// get looks k of hash h up: a scan from home(h) to the first hash >= h.
+func (g *gappedLeaves) get(h, k uint64) (uint64, bool) {
+	slot := &g.dir[h>>g.shift]
+	p := slot.p
+	at := func(i uintptr) *layoutEntry {
+		return (*layoutEntry)(unsafe.Add(p, i*unsafe.Sizeof(layoutEntry{})))
+	}
+	i := g.home(h, uintptr(slot.n))
+	for at(i).hash < h {
+		i++
+	}
+	for ; at(i).hash == h; i++ {
+		if e := at(i); e.key == k {
+			return e.val, true
+		}
+	}
+	return 0, false
+}
+
+// getWindow is get with the first gappedWindow slots from home compared
+// with no branch: the count of hashes below h among them is where the
+// first hash >= h is, unless all are below h and the scan goes on.
+func (g *gappedLeaves) getWindow(h, k uint64) (uint64, bool) {
+	slot := &g.dir[h>>g.shift]
+	p := slot.p
+	at := func(i uintptr) *layoutEntry {
+		return (*layoutEntry)(unsafe.Add(p, i*unsafe.Sizeof(layoutEntry{})))
+	}
+	i := g.home(h, uintptr(slot.n))
+	_, c0 := bits.Sub64(at(i).hash, h, 0)
+	_, c1 := bits.Sub64(at(i+1).hash, h, 0)
+	for i += uintptr(c0 + c1); at(i).hash < h; i++ {
+	}
+	for ; at(i).hash == h; i++ {
+		if e := at(i); e.key == k {
+			return e.val, true
+		}
+	}
+	return 0, false
+}
+
+// lines is how many 64-byte lines the search of k reads in its leaf,
+// comparing the hashes of at least window slots from home.
+func (g *gappedLeaves) lines(k uint64, window int) int {
+	h := gappedHash(k)
+	slots := g.slots(h)
+	i := int(g.home(h, uintptr(g.dir[h>>g.shift].n)))
+	pos := i
+	for slots[pos].key != k || slots[pos].hash != h {
+		pos++
+	}
+	return entryLines(slots, i, max(pos, i+window-1), pos)
+}
+
+type gappedLookup struct{ g *gappedLeaves }
+
+func (l gappedLookup) get(k uint64) (uint64, bool) { return l.g.get(gappedHash(k), k) }
+
+func (l gappedLookup) lines(k uint64) int { return l.g.lines(k, 1) }
+
+type gappedWindowLookup struct{ g *gappedLeaves }
+
+func (l gappedWindowLookup) get(k uint64) (uint64, bool) { return l.g.getWindow(gappedHash(k), k) }
+
+func (l gappedWindowLookup) lines(k uint64) int { return l.g.lines(k, gappedWindow) }
 
 // bucketLeaves is a directory of 4-byte leaf indexes into an arena of
 // leaves of 1<<bucketBits 64-byte buckets.
@@ -257,6 +520,11 @@ type bucketSelectLookup struct{ l *bucketLeaves }
 func (b bucketSelectLookup) get(k uint64) (uint64, bool) { return b.l.getSelect(k) }
 
 func (b bucketLookup) get(k uint64) (uint64, bool) { return b.l.get(k) }
+
+func (b bucketLookup) lines(k uint64) int {
+	p := uintptr(unsafe.Pointer(b.l.bucket(mix(k))))
+	return linesSpanned(p, p+unsafe.Sizeof(layoutBucket{}))
+}
 
 type gomapLookup map[uint64]uint64
 
