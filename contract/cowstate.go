@@ -75,6 +75,9 @@ func (c *cowBackend) RegisterState(name string, kind statetable.Kind) (err error
 // are encoded with the codecs of s: a typed state of strings like any
 // other, with other codecs.
 func (c *cowBackend) RegisterStateSchema(name string, kind statetable.Kind, s Schema) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
 	if h, ok := c.states[name]; ok && h.kind == kind && (h.schema == nil || *h.schema != s) {
 		return fmt.Errorf("%w: %q is registered with schema %s, not %v", statetable.ErrStateMismatch, name, schemaName(h.schema), s)
 	}

@@ -218,6 +218,9 @@ func TestOf_SchemaUpgrade(t *testing.T) {
 	if err := src.(contract.SchemaBackend).RegisterStateSchema("value", statetable.KindValue, v2); !errors.Is(err, statetable.ErrStateMismatch) {
 		t.Fatalf("registering again with another schema: %v, want ErrStateMismatch", err)
 	}
+	if err := src.(contract.SchemaBackend).RegisterStateSchema("other", statetable.KindValue, contract.Schema{}); !errors.Is(err, statetable.ErrConfig) {
+		t.Fatalf("registering with the zero schema: %v, want ErrConfig", err)
+	}
 	for _, k := range []string{"a", "bb"} {
 		for _, err := range []error{
 			src.Put("value", k, "", "v-"+k),

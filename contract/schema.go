@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -30,7 +31,8 @@ type SchemaBackend interface {
 	Backend
 	// RegisterStateSchema registers a state with schema s; again with the
 	// same kind and schema is a no-op, with another kind or schema an
-	// error. RegisterState of a name registered with a schema and the same
+	// error, and a schema Validate refuses an error matching
+	// statetable.ErrConfig. RegisterState of a name registered with a schema and the same
 	// kind is a no-op as well.
 	RegisterStateSchema(name string, kind statetable.Kind, s Schema) error
 }
@@ -68,6 +70,9 @@ func (s Schema) ValueCodec() statetable.Evolving[string] { return s.Value.codec 
 // matching statetable.ErrStateMismatch (keys or namespaces) or
 // statetable.ErrIncompatible (values) naming both.
 func (s Schema) Reads(old Schema) error {
+	if err := errors.Join(s.Validate(), old.Validate()); err != nil {
+		return err
+	}
 	if s.Key != old.Key || s.Namespace != old.Namespace {
 		return fmt.Errorf("%w: schema %v cannot read %v: keys and namespaces never migrate", statetable.ErrStateMismatch, s, old)
 	}
@@ -86,7 +91,22 @@ type ValueSchema struct {
 }
 
 // String returns the schema's codec ID, its fields by name and type.
-func (v ValueSchema) String() string { return v.codec.ID() }
+func (v ValueSchema) String() string {
+	if v.codec == nil {
+		return "no value schema"
+	}
+	return v.codec.ID()
+}
+
+// Validate returns an error matching statetable.ErrConfig for a schema a
+// state cannot be registered with: one whose Value is not one of
+// ValueSchemas (the zero ValueSchema), or a codec version below 0.
+func (s Schema) Validate() error {
+	if s.Value.codec == nil || s.Key < 0 || s.Namespace < 0 {
+		return fmt.Errorf("%w: schema %v: Value must be one of contract.ValueSchemas, Key and Namespace 0 or more", statetable.ErrConfig, s)
+	}
+	return nil
+}
 
 // The value structs, one per ValueSchemas entry. Between them (cur reads
 // old): a field added (N, F), removed, reordered, widened (int16 -> int32

@@ -19,6 +19,9 @@ var _ contract.SchemaBackend = (*Model)(nil)
 // RegisterStateSchema registers a state with schema s (see
 // contract.SchemaBackend).
 func (m *Model) RegisterStateSchema(name string, kind statetable.Kind, s contract.Schema) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
 	if old, ok := m.kinds[name]; ok && old == kind {
 		if have, ok := m.schemas[name]; !ok || have != s {
 			return fmt.Errorf("%w: %q is registered with another schema", statetable.ErrStateMismatch, name)
