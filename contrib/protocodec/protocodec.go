@@ -2,9 +2,11 @@
 // states, whose schema evolves by protobuf's own rule: fields are matched by
 // number, not by name.
 //
-// A state whose values are messages registers this codec like any other
-// (cowstate.Value(b, "events", cowstate.WithValueCodec(codec)), or
-// statetable's constructors). Its codec ID is the message's schema: its
+// A state whose values are messages registers this codec like any other:
+//
+//	codec, err := protocodec.Message[*eventpb.Event]()
+//	...
+//	events, err := cowstate.Value[string, *eventpb.Event](b, "events", cowstate.WithValueCodec(codec)) Its codec ID is the message's schema: its
 // full name and every field's number, name, cardinality and type, nested
 // messages described where they first appear. Snapshots, deltas and
 // savepoints record that ID, so when the job's message type changes, a
@@ -24,7 +26,9 @@
 //     protobuf's parser would truncate or misread in silence.
 //
 // Values are marshaled deterministically, so equal messages have equal
-// bytes and savepoints stay canonical. This is a module of its own: the
+// bytes and savepoints stay canonical. A message with invalid UTF-8 in a
+// proto3 string field cannot be marshaled: storing one panics, naming the
+// message type. This is a module of its own: the
 // library's module does not depend on google.golang.org/protobuf.
 //
 // Cost: a marshal per write of a value, an unmarshal per read (a state of
@@ -43,11 +47,16 @@ import (
 )
 
 // Message returns the codec of generated message type T (a pointer to a
-// generated struct, such as *eventpb.Event).
-func Message[T proto.Message]() statetable.Evolving[T] {
+// generated struct, such as *eventpb.Event). An interface type such as
+// proto.Message names no message: an error matching statetable.ErrNoCodec
+// (use Dynamic with the message type).
+func Message[T proto.Message]() (statetable.Evolving[T], error) {
 	var zero T
+	if any(zero) == nil {
+		return nil, fmt.Errorf("%w: protocodec.Message[%T]: an interface type names no message; use Dynamic", statetable.ErrNoCodec, (*T)(nil))
+	}
 	mt := zero.ProtoReflect().Type()
-	return codec[T]{mt: mt, schema: schemaOf(mt.Descriptor()), id: idOf(mt.Descriptor())}
+	return codec[T]{mt: mt, schema: schemaOf(mt.Descriptor()), id: idOf(mt.Descriptor())}, nil
 }
 
 // Dynamic returns the codec of messages of type mt, such as a
@@ -68,20 +77,25 @@ type codec[T proto.Message] struct {
 
 func (c codec[T]) ID() string { return c.id }
 
-var marshal = proto.MarshalOptions{Deterministic: true}
+// marshal is deterministic, so equal messages have equal bytes, and
+// partial (a proto2 message with required fields unset is stored as it
+// is, as the job built it).
+var marshal = proto.MarshalOptions{Deterministic: true, AllowPartial: true}
 
 func (c codec[T]) Append(dst []byte, v T) []byte {
 	b, err := marshal.MarshalAppend(dst, v)
 	if err != nil {
-		// Marshal fails only on a message with required fields unset
-		// (proto2) or invalid UTF-8 in a string field: a value the job
-		// built wrong, which no codec could store as it is.
+		// Marshal fails only on invalid UTF-8 in a proto3 string field: a
+		// value the job built wrong, which protobuf refuses to write
+		// anywhere, and Append has no error to return.
 		panic(fmt.Sprintf("protocodec: %s: %v", c.mt.Descriptor().FullName(), err))
 	}
 	return b
 }
 
-func (c codec[T]) Decode(src []byte) (T, error) { return c.decode(src, proto.UnmarshalOptions{}) }
+func (c codec[T]) Decode(src []byte) (T, error) {
+	return c.decode(src, proto.UnmarshalOptions{AllowPartial: true})
+}
 
 func (c codec[T]) decode(src []byte, opts proto.UnmarshalOptions) (T, error) {
 	m := c.mt.New().Interface()
@@ -113,7 +127,7 @@ func (c codec[T]) DecoderFor(old string) (func([]byte) (T, error), error) {
 	// Fields the old schema had and this one has not are dropped, as
 	// statetable.Struct drops them: kept as unknown bytes, they would be
 	// written back and misread by a later field of their number.
-	discard := proto.UnmarshalOptions{DiscardUnknown: true}
+	discard := proto.UnmarshalOptions{DiscardUnknown: true, AllowPartial: true}
 	return func(src []byte) (T, error) { return c.decode(src, discard) }, nil
 }
 

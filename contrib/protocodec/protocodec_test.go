@@ -20,10 +20,26 @@ import (
 	"github.com/cowstate/cowstate/statetable"
 )
 
+func mustMessage[T proto.Message](t *testing.T) statetable.Evolving[T] {
+	t.Helper()
+	c, err := protocodec.Message[T]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestMessage_Interface: an interface type names no message.
+func TestMessage_Interface(t *testing.T) {
+	if _, err := protocodec.Message[proto.Message](); !errors.Is(err, statetable.ErrNoCodec) {
+		t.Fatalf("Message[proto.Message]: %v, want ErrNoCodec", err)
+	}
+}
+
 // TestMessage_RoundTrip: a generated message encodes deterministically and
 // decodes to an equal message; the ID is its schema.
 func TestMessage_RoundTrip(t *testing.T) {
-	c := protocodec.Message[*wrapperspb.Int64Value]()
+	c := mustMessage[*wrapperspb.Int64Value](t)
 	if want := "protobuf google.protobuf.Int64Value{1 value int64}"; c.ID() != want {
 		t.Fatalf("ID %q, want %q", c.ID(), want)
 	}
@@ -43,10 +59,10 @@ func TestMessage_RoundTrip(t *testing.T) {
 // TestMessage_Evolution: protobuf's wire-compatible changes that keep
 // every value read, refused where the parser would truncate or misread.
 func TestMessage_Evolution(t *testing.T) {
-	i32, i64 := protocodec.Message[*wrapperspb.Int32Value](), protocodec.Message[*wrapperspb.Int64Value]()
-	u32, u64 := protocodec.Message[*wrapperspb.UInt32Value](), protocodec.Message[*wrapperspb.UInt64Value]()
-	str, byt := protocodec.Message[*wrapperspb.StringValue](), protocodec.Message[*wrapperspb.BytesValue]()
-	f32, f64 := protocodec.Message[*wrapperspb.FloatValue](), protocodec.Message[*wrapperspb.DoubleValue]()
+	i32, i64 := mustMessage[*wrapperspb.Int32Value](t), mustMessage[*wrapperspb.Int64Value](t)
+	u32, u64 := mustMessage[*wrapperspb.UInt32Value](t), mustMessage[*wrapperspb.UInt64Value](t)
+	str, byt := mustMessage[*wrapperspb.StringValue](t), mustMessage[*wrapperspb.BytesValue](t)
+	f32, f64 := mustMessage[*wrapperspb.FloatValue](t), mustMessage[*wrapperspb.DoubleValue](t)
 
 	// int32 -> int64 keeps negative values.
 	d, err := i64.DecoderFor(i32.ID())
