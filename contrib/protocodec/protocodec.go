@@ -7,6 +7,7 @@
 //	codec, err := protocodec.Message[*eventpb.Event]()
 //	...
 //	events, err := cowstate.Value[string, *eventpb.Event](b, "events", cowstate.WithValueCodec(codec)) Its codec ID is the message's schema: its
+//
 // full name and every field's number, name, cardinality and type, nested
 // messages described where they first appear. Snapshots, deltas and
 // savepoints record that ID, so when the job's message type changes, a
