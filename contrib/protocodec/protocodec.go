@@ -6,9 +6,9 @@
 //
 //	codec, err := protocodec.Message[*eventpb.Event]()
 //	...
-//	events, err := cowstate.Value[string, *eventpb.Event](b, "events", cowstate.WithValueCodec(codec)) Its codec ID is the message's schema: its
+//	events, err := cowstate.Value[string, *eventpb.Event](b, "events", cowstate.WithValueCodec(codec))
 //
-// full name and every field's number, name, cardinality and type, nested
+// Its codec ID is the message's schema: its full name and every field's number, name, cardinality and type, nested
 // messages described where they first appear. Snapshots, deltas and
 // savepoints record that ID, so when the job's message type changes, a
 // restore judges the file's values against the new type before anything
