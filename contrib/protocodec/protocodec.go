@@ -8,8 +8,9 @@
 //	...
 //	events, err := cowstate.Value[string, *eventpb.Event](b, "events", cowstate.WithValueCodec(codec))
 //
-// Its codec ID is the message's schema: its full name and every field's number, name, cardinality and type, nested
-// messages described where they first appear. Snapshots, deltas and
+// Its codec ID is the message's schema: its full name and every field's
+// number, name, cardinality and type, nested messages described where
+// they first appear. Snapshots, deltas and
 // savepoints record that ID, so when the job's message type changes, a
 // restore judges the file's values against the new type before anything
 // is restored (statetable.Evolving), and migrates them at restore:
