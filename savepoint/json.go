@@ -201,8 +201,8 @@ func codecOf(id string) *jsonCodec {
 			return fixedCodec(w, false)
 		}
 	}
-	if body, ok := strings.CutPrefix(id, "struct"); ok {
-		s, err := parseSchema(body)
+	if strings.HasPrefix(id, "struct") {
+		s, err := schemaOf(id)
 		if err != nil {
 			return nil // not a schema this package knows: shown raw
 		}
@@ -302,66 +302,21 @@ type field struct {
 	sub  schema
 }
 
-// parseSchema parses the body of a struct codec ID ("{Name string;N int64}").
-func parseSchema(s string) (schema, error) {
-	p := &schemaParser{s: s}
-	sc, err := p.body(0)
-	if err == nil && p.s != "" {
-		err = fmt.Errorf("%q after the schema", p.s)
+// schemaOf returns the schema of a struct codec ID (statetable.ParseStructSchema).
+func schemaOf(id string) (schema, error) {
+	fs, err := statetable.ParseStructSchema(id)
+	if err != nil {
+		return nil, err
 	}
-	return sc, err
-}
-
-type schemaParser struct{ s string }
-
-func (p *schemaParser) body(depth int) (schema, error) {
-	if depth > 32 {
-		return nil, fmt.Errorf("structs nested more than 32 deep")
-	}
-	if !strings.HasPrefix(p.s, "{") {
-		return nil, fmt.Errorf("want '{' at %q", p.s)
-	}
-	p.s = p.s[1:]
-	var sc schema
-	seen := map[string]bool{}
-	for !strings.HasPrefix(p.s, "}") {
-		if len(sc) > 0 {
-			if !strings.HasPrefix(p.s, ";") {
-				return nil, fmt.Errorf("want ';' or '}' at %q", p.s)
-			}
-			p.s = p.s[1:]
+	var conv func([]statetable.StructField) schema
+	conv = func(fs []statetable.StructField) schema {
+		sc := make(schema, len(fs))
+		for i, f := range fs {
+			sc[i] = field{name: f.Name, kind: f.Kind, sub: conv(f.Fields)}
 		}
-		name, rest, ok := strings.Cut(p.s, " ")
-		if !ok || name == "" || strings.ContainsAny(name, "{};") || seen[name] {
-			return nil, fmt.Errorf("bad field name at %q", p.s)
-		}
-		seen[name] = true
-		p.s = rest
-		f := field{name: name}
-		if strings.HasPrefix(p.s, "{") {
-			sub, err := p.body(depth + 1)
-			if err != nil {
-				return nil, err
-			}
-			f.kind, f.sub = "struct", sub
-		} else {
-			end := strings.IndexAny(p.s, ";}")
-			if end < 0 {
-				return nil, fmt.Errorf("unterminated schema")
-			}
-			f.kind, p.s = p.s[:end], p.s[end:]
-			if _, ok := intBits[f.kind]; !ok {
-				switch f.kind {
-				case "bool", "float32", "float64", "string", "bytes", "time":
-				default:
-					return nil, fmt.Errorf("field %s: unknown type %q", name, f.kind)
-				}
-			}
-		}
-		sc = append(sc, f)
+		return sc
 	}
-	p.s = p.s[1:]
-	return sc, nil
+	return conv(fs), nil
 }
 
 // intBits is the width of each integer kind of a schema, negative for

@@ -473,6 +473,43 @@ func readField(src []byte, f fieldSchema, fv reflect.Value) ([]byte, error) {
 	return nil, bad("unknown kind " + f.kind)
 }
 
+// StructField is one field of a Struct codec's schema, as its codec ID
+// names it: the field's name, its kind (bool, int8 to int64, uint8 to
+// uint64, float32, float64, string, bytes, time, or struct) and, for a
+// nested struct, its fields.
+type StructField struct {
+	Name, Kind string
+	Fields     []StructField
+}
+
+// ParseStructSchema returns the fields, in order, of the Struct codec whose
+// ID is id ("struct{Name string;Visits int64}"), for tools that read
+// values without the Go type (package savepoint's dump and JSON). An ID
+// that is no struct schema is an error matching ErrNoCodec.
+func ParseStructSchema(id string) ([]StructField, error) {
+	body, ok := strings.CutPrefix(id, "struct")
+	if !ok {
+		return nil, fmt.Errorf("%w: codec %s is not a struct schema", ErrNoCodec, id)
+	}
+	p := schemaParser{s: body}
+	s, err := p.parse()
+	if err != nil {
+		return nil, fmt.Errorf("%w: codec %s: %v", ErrNoCodec, id, err)
+	}
+	return s.fields(), nil
+}
+
+func (s structSchema) fields() []StructField {
+	out := make([]StructField, len(s))
+	for i, f := range s {
+		out[i] = StructField{Name: f.name, Kind: f.kind}
+		if f.kind == "struct" {
+			out[i].Fields = f.fields.fields()
+		}
+	}
+	return out
+}
+
 // schemaParser parses a struct schema as structSchema.String writes it.
 type schemaParser struct {
 	s     string

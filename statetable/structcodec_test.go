@@ -141,3 +141,30 @@ func ok[T any](v T, err error) func(testing.TB) T {
 		return v
 	}
 }
+
+// ParseStructSchema reads a Struct codec's ID back into its fields, nested
+// structs included; anything else is ErrNoCodec.
+func TestParseStructSchema(t *testing.T) {
+	c, err := Struct[profileV1]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseStructSchema(c.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []StructField{
+		{Name: "Seen", Kind: "time"}, {Name: "Name", Kind: "string"}, {Name: "Visits", Kind: "int32"},
+		{Name: "Score", Kind: "float32"}, {Name: "Admin", Kind: "bool"},
+		{Name: "Addr", Kind: "struct", Fields: []StructField{{Name: "City", Kind: "string"}, {Name: "Zip", Kind: "string"}}},
+		{Name: "Tags", Kind: "bytes"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParseStructSchema(%s) = %+v, want %+v", c.ID(), got, want)
+	}
+	for _, id := range []string{"string", "struct{", "struct{A int99}", "struct{A int64;A int64}", "struct{A int64}x"} {
+		if _, err := ParseStructSchema(id); !errors.Is(err, ErrNoCodec) {
+			t.Errorf("ParseStructSchema(%q): %v, want ErrNoCodec", id, err)
+		}
+	}
+}
