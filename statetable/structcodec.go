@@ -273,23 +273,11 @@ func StructReads(cur, old string) error {
 	if cur == old {
 		return nil
 	}
-	parse := func(id string) (structSchema, error) {
-		body, ok := strings.CutPrefix(id, "struct")
-		if !ok {
-			return nil, fmt.Errorf("%w: codec %s is not a struct schema", ErrIncompatible, id)
-		}
-		p := schemaParser{s: body}
-		s, err := p.parse()
-		if err != nil {
-			return nil, fmt.Errorf("%w: codec %s: %v", ErrIncompatible, id, err)
-		}
-		return s, nil
-	}
-	os, err := parse(old)
+	os, err := parseStructID(old, ErrIncompatible)
 	if err != nil {
 		return err
 	}
-	cs, err := parse(cur)
+	cs, err := parseStructID(cur, ErrIncompatible)
 	if err != nil {
 		return err
 	}
@@ -487,16 +475,26 @@ type StructField struct {
 // values without the Go type (package savepoint's dump and JSON). An ID
 // that is no struct schema is an error matching ErrNoCodec.
 func ParseStructSchema(id string) ([]StructField, error) {
+	s, err := parseStructID(id, ErrNoCodec)
+	if err != nil {
+		return nil, err
+	}
+	return s.fields(), nil
+}
+
+// parseStructID parses a Struct codec's ID; an ID that is none is an error
+// matching sentinel.
+func parseStructID(id string, sentinel error) (structSchema, error) {
 	body, ok := strings.CutPrefix(id, "struct")
 	if !ok {
-		return nil, fmt.Errorf("%w: codec %s is not a struct schema", ErrNoCodec, id)
+		return nil, fmt.Errorf("%w: codec %s is not a struct schema", sentinel, id)
 	}
 	p := schemaParser{s: body}
 	s, err := p.parse()
 	if err != nil {
-		return nil, fmt.Errorf("%w: codec %s: %v", ErrNoCodec, id, err)
+		return nil, fmt.Errorf("%w: codec %s: %v", sentinel, id, err)
 	}
-	return s.fields(), nil
+	return s, nil
 }
 
 func (s structSchema) fields() []StructField {
