@@ -10,6 +10,12 @@
 // functions Reduce and Aggregate, so that a run is reproducible and every
 // step of a fold or a merge shows in the value.
 //
+// Two optional interfaces extend Backend: TTLBackend, states with a
+// time-to-live, and SchemaBackend, states registered with a Schema (a value
+// struct of ValueSchemas and versions of the key and namespace codecs) so
+// that a snapshot restores into the next version of a job's types,
+// migrated or refused as Schema.Reads says.
+//
 // The package imports neither rapid nor testing: a backend implements
 // Backend in its library code, and only its tests import rapidtest.
 //
@@ -20,5 +26,6 @@
 //     may be read, written and released from any goroutine.
 //   - The adapter Of knows the states and timer services registered through
 //     it: register a state or service that b already has (with
-//     statetable.String codecs) again through the adapter to reach it.
+//     statetable.String codecs, or a Schema's) again through the adapter to
+//     reach it.
 package contract
