@@ -212,27 +212,9 @@ func (m *extHash) Update(k uint64, f func(int64) int64) {
 	l[j].v = f(l[j].v)
 }
 
-// Put sets k's value to v.
-func (m *extHash) Put(k uint64, v int64) {
-	if k == 0 {
-		m.setZero(v)
-		return
-	}
-	h := mix(k)
-	i := xhIndex(h, m.depth)
-	ts := &m.top[i>>xhPageBits]
-	e := ts.page[i&xhPageMask]
-	l := m.leaf(e >> xhIndexShift)
-	j, ok := xhFind(l, h, k, e&xhDepthMask)
-	if !ok {
-		m.insert(h, k, v)
-		return
-	}
-	if !m.all && (ts.epoch != m.epoch || e&xhFresh == 0) {
-		l = m.copyLeaf(i, e)
-	}
-	l[j].v = v
-}
+// Put sets k's value to v: Update with a function that ignores the old
+// value (the load's path, not timed).
+func (m *extHash) Put(k uint64, v int64) { m.Update(k, func(int64) int64 { return v }) }
 
 func (m *extHash) setZero(v int64) {
 	if !m.hasZero {
@@ -699,14 +681,7 @@ type xhJob interface {
 }
 
 func runExtHashJob(b *testing.B, impl string, keys []int64, s *jobStream, every string) {
-	var interval time.Duration
-	if every != "none" {
-		d, err := time.ParseDuration(every)
-		if err != nil {
-			b.Fatal(err)
-		}
-		interval = d
-	}
+	interval := jobInterval(b, every)
 	var j xhJob
 	switch impl {
 	case "exthash":

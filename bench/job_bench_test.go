@@ -144,15 +144,21 @@ type jobImpl interface {
 	close()
 }
 
-func runJob(b *testing.B, impl string, keys []int64, s *jobStream, every string) {
-	var interval time.Duration
-	if every != "none" {
-		d, err := time.ParseDuration(every)
-		if err != nil {
-			b.Fatal(err)
-		}
-		interval = d
+// jobInterval returns the checkpoint interval a benchmark's every= names
+// (0 for none).
+func jobInterval(b *testing.B, every string) time.Duration {
+	if every == "none" {
+		return 0
 	}
+	d, err := time.ParseDuration(every)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+func runJob(b *testing.B, impl string, keys []int64, s *jobStream, every string) {
+	interval := jobInterval(b, every)
 	var j jobImpl
 	switch impl {
 	case "cowstate":
