@@ -42,6 +42,117 @@ func (m *Map[K, V]) Find(h uint64, k K) (V, Place[K, V], bool) {
 	return m.findLive(h, k, high, false)
 }
 
+// UpdateHashed sets k (hash h) to f(old, present), where old is k's value
+// and present whether it has one (old is the zero V if not): a
+// read-modify-write with one walk of the map where Find and Store take
+// two calls. With no capture live and k present, the value is written
+// where the walk found it, and nothing else is kept between the walk and
+// the write but the entry's address: a Find's Place, returned through
+// memory and read back by Store, measured twice the time of a lookup at
+// 10M entries where this path costs what a lookup does (BenchmarkJob,
+// BenchmarkValueUpdate). If f wrote a structure of m's owner or took a
+// capture, the address may be stale and the write walks again
+// (SetHashed); with a capture live it is Find then Store. keep is
+// SetHashed's. Storing a value equal to the present one changes
+// nothing. Writer goroutine only; f runs on it, outside any write.
+func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, keep func(K) K) {
+	if high := m.owner.high.Load(); high != 0 {
+		m.updateLive(h, k, high, f, keep)
+		return
+	}
+	// No capture live: every node the live root reaches is the writer's
+	// (see SetHashed), so the entry is written where it is.
+	old, e, ok := m.root.lookupAt(h, k)
+	if !ok {
+		m.SetHashed(h, k, f(old, false), keep)
+		return
+	}
+	writes, epoch := m.owner.writes, m.owner.epoch
+	v := f(old, true)
+	if m.owner.writes != writes || m.owner.epoch != epoch {
+		m.SetHashed(h, k, v, keep) // f wrote or captured: e may be stale
+		return
+	}
+	if m.sameValue(&old, &v) {
+		return
+	}
+	m.owner.beginWrite()
+	if len(m.reuse.waiting) != 0 {
+		m.reuse.forget(m.owner) // all garbage with no capture live
+	}
+	e.val = v // no diff can need the bounds (leafSame)
+	m.owner.wrote()
+	m.verify("Set")
+	m.owner.endWrite()
+}
+
+// updateLive is UpdateHashed with a capture live (high, not 0). A key in
+// a leaf the writer owns, under branches it owns (ownedEntry), the common
+// case between two captures, is written in place as with no capture, its
+// parent told of the edit (leafSame); anything else, a leaf or a path
+// shared with a capture or an absent key, is Find then Store.
+func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present bool) V, keep func(K) K) {
+	e, parent, slot, i, n := m.ownedEntry(h, k, high)
+	if e == nil {
+		old, p, ok := m.findLive(h, k, high, false)
+		m.Store(&p, h, k, f(old, ok), keep)
+		return
+	}
+	writes, epoch := m.owner.writes, m.owner.epoch
+	old := e.val
+	v := f(old, true)
+	if m.owner.writes != writes || m.owner.epoch != epoch {
+		m.SetHashed(h, k, v, keep) // f wrote or captured: e may be stale
+		return
+	}
+	if m.sameValue(&old, &v) {
+		return
+	}
+	m.owner.beginWrite()
+	e.val = v
+	if parent != nil {
+		parent.narrow(slot, editAt(i, n), false)
+	}
+	m.owner.wrote()
+	m.verify("Set")
+	m.owner.endWrite()
+}
+
+// ownedEntry returns the entry of k (hash h), with a capture live (high),
+// when the writer may write it in place: every branch on the way has an
+// epoch above high and the leaf is its parent's own (or the root leaf,
+// written since the newest capture). It returns the leaf's parent (nil for
+// the root leaf), the leaf's slot in it, the entry's index and the leaf's
+// length; a nil entry when k is absent or the path is shared. It is
+// findLive's walk with its results in registers rather than a Place.
+func (m *Map[K, V]) ownedEntry(h uint64, k K, high uint64) (e *mapEntry[K, V], parent *mapBranch[K, V], slot, i, n int) {
+	s := &m.root
+	rest := h // the bits below the current node's prefix, at the top
+	writable := s.n == branchMark || m.rootEpoch > high
+	for s.n == branchMark {
+		b := (*mapBranch[K, V])(s.p)
+		writable = writable && b.epoch > high
+		slot = int(rest >> (64 - mapBits))
+		s = &b.kids[slot]
+		parent = b
+		rest <<= mapBits
+	}
+	if !writable || s.n <= 0 || parent != nil && parent.owned&(1<<slot) == 0 {
+		return nil, nil, 0, 0, 0
+	}
+	ptr, ln := s.p, uintptr(s.n)
+	for j := searchLeaf[K, V](ptr, ln, h, rest); j < ln; j++ {
+		x := leafAt[K, V](ptr, j)
+		if x.hash != h {
+			break
+		}
+		if x.key == k {
+			return x, parent, slot, int(j), int(ln)
+		}
+	}
+	return nil, nil, 0, 0, 0
+}
+
 // findLive is Find with a capture live (high, the newest live capture's
 // epoch, not 0): a Place with an entry only when every branch on the way
 // is the writer's. With placeOnly it stops at the first shared branch,

@@ -140,6 +140,43 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 			mm.m.Store(&p, mm.m.hash(k), k, v, nil)
 			mm.model[k] = v
 		},
+		"Update": func(t *rapid.T) {
+			// A read-modify-write through UpdateHashed, whose function
+			// sometimes writes another key, takes a capture, or takes and
+			// releases one: the write must then walk again rather than
+			// write where the lookup was.
+			k, v := mm.keys.Draw(t, "k"), rapid.IntRange(0, 3).Draw(t, "v")
+			want, had := mm.model[k]
+			between := rapid.IntRange(0, 4).Draw(t, "between")
+			called := 0
+			mm.m.UpdateHashed(mm.m.hash(k), k, func(old int, present bool) int {
+				called++
+				if present != had || old != want {
+					t.Fatalf("UpdateHashed(%d) saw %d,%v; model %d,%v", k, old, present, want, had)
+				}
+				switch between {
+				case 1:
+					k2, v2 := mm.keys.Draw(t, "k2"), rapid.IntRange(0, 3).Draw(t, "v2")
+					mm.m.Set(k2, v2)
+					mm.model[k2] = v2
+				case 2:
+					k2 := mm.keys.Draw(t, "k2")
+					mm.m.Delete(k2)
+					delete(mm.model, k2)
+				case 3:
+					if len(mm.frozen) < 6 {
+						mm.frozen = append(mm.frozen, frozenMap{mm.m.Snapshot(), maps.Clone(mm.model)})
+					}
+				case 4:
+					mm.m.Snapshot().Release()
+				}
+				return v
+			}, nil)
+			if called != 1 {
+				t.Fatalf("UpdateHashed called its function %d times", called)
+			}
+			mm.model[k] = v
+		},
 		"Delete": func(t *rapid.T) {
 			k := mm.keys.Draw(t, "k")
 			want, had := mm.model[k]
@@ -571,5 +608,55 @@ func TestSearchLeaf_AgreesWithScan(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMap_UpdateInPlaceUnderCapture: with a capture live, the first write
+// to a leaf copies it and records what the copy shares with the original;
+// a later read-modify-write of another entry of the copy, written in
+// place, must narrow that record, or a diff against the capture misses it.
+func TestMap_UpdateInPlaceUnderCapture(t *testing.T) {
+	m := newIntMap(hashInt)
+	model := map[int]int{}
+	bySlot := map[int][]int{}
+	for k := range 200 { // a root branch over leaves of a few entries
+		m.Set(k, k)
+		model[k] = k
+		bySlot[slotAt(hashInt(k), 0)] = append(bySlot[slotAt(hashInt(k), 0)], k)
+	}
+	var leaf []int
+	for _, keys := range bySlot {
+		if len(keys) >= 4 {
+			leaf = keys
+			break
+		}
+	}
+	if leaf == nil {
+		t.Fatal("no leaf of 4 entries")
+	}
+	slices.SortFunc(leaf, func(a, b int) int { return cmp.Compare(hashInt(a), hashInt(b)) })
+	first, last := leaf[0], leaf[len(leaf)-1]
+
+	snap := m.Snapshot()
+	defer snap.Release()
+	before := maps.Clone(model)
+	for _, k := range []int{first, last} { // copies the leaf, then writes the copy in place
+		m.UpdateHashed(hashInt(k), k, func(old int, present bool) int {
+			if !present || old != model[k] {
+				t.Fatalf("UpdateHashed(%d) saw %d,%v; want %d", k, old, present, model[k])
+			}
+			return old + 1000
+		}, nil)
+		model[k] += 1000
+	}
+	now := m.Snapshot()
+	defer now.Release()
+	got := maps.Clone(before)
+	applyChanges(t, got, DiffMaps(snap, now))
+	if !maps.Equal(got, model) {
+		t.Fatalf("the diff against the capture misses a write made in place: got %d->%d, %d->%d", first, got[first], last, got[last])
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -127,20 +127,15 @@ func (m *cellMap[C]) set(h uint64, ck string, cell C, clone bool) {
 func (m *cellMap[C]) update(h uint64, ck string, clone bool, f func(old C, ok bool) C) {
 	switch {
 	case len(ck) <= key15Max:
-		k := makeKey[key15](ck)
-		old, p, ok := m.k15.Find(h, k)
-		m.k15.Store(&p, h, k, f(old, ok), nil)
+		m.k15.UpdateHashed(h, makeKey[key15](ck), f, nil)
 	case len(ck) <= key31Max:
-		k := makeKey[key31](ck)
-		old, p, ok := m.k31.Find(h, k)
-		m.k31.Store(&p, h, k, f(old, ok), nil)
+		m.k31.UpdateHashed(h, makeKey[key31](ck), f, nil)
 	default:
-		old, p, ok := m.long.Find(h, ck)
 		var keep func(string) string
 		if clone {
 			keep = strings.Clone
 		}
-		m.long.Store(&p, h, ck, f(old, ok), keep)
+		m.long.UpdateHashed(h, ck, f, keep)
 	}
 }
 

@@ -216,8 +216,7 @@ func (c *cells[K, N, C]) update(key K, ns N, f func(old C, ok bool) C) error {
 		if err != nil {
 			return err
 		}
-		old, p, ok := c.m.k15.Find(h, k)
-		c.m.k15.Store(&p, h, k, f(old, ok), nil)
+		c.m.k15.UpdateHashed(h, k, f, nil)
 		return nil
 	}
 	h, ck, err := c.locate(key, ns)
