@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -302,74 +301,4 @@ func heapStats() runtime.MemStats {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms
-}
-
-// inlineKey16 has the layout of statetable's inline key of at most 15
-// bytes (a length byte, then the bytes): the key of a value state of int64
-// keys, whose entries are 32 bytes.
-type inlineKey16 struct {
-	n uint8
-	b [15]byte
-}
-
-func inlineKeyOf(k int64) inlineKey16 {
-	x := inlineKey16{n: 9}
-	x.b[0] = 8
-	binary.BigEndian.PutUint64(x.b[1:9], uint64(k))
-	return x
-}
-
-// BenchmarkReadModifyWrite is a read-modify-write of one random key of a
-// cow.Map of size entries with statetable's inline keys and int64 values,
-// no capture live, four ways: op=get is a lookup alone (GetHashed), the
-// floor; op=set a blind write (SetHashed, which writes in place);
-// op=find-store reads through Find and writes through Store with the
-// Place Find returned; op=update is one UpdateHashed. The map is built
-// once per size and the ops run one after another on it, so compare them
-// within one run. An op is one key.
-func BenchmarkReadModifyWrite(b *testing.B) {
-	hash := func(k inlineKey16) uint64 { return mix64(binary.BigEndian.Uint64(k.b[1:9])) }
-	for _, size := range []int{1_000_000, 10_000_000} {
-		keys := randomKeys(size)
-		m := cow.NewMap(cow.NewOwner(), hash, cow.Equal[int64])
-		for _, k := range keys {
-			m.Set(inlineKeyOf(k), 1)
-		}
-		draws := newJobStream(keys, "uniform").keys // read in order: no miss of their own
-		mask := len(draws) - 1
-		plus1 := func(old int64, _ bool) int64 { return old + 1 }
-		for _, op := range []string{"get", "set", "find-store", "update"} {
-			b.Run(fmt.Sprintf("size=%d/op=%s", size, op), func(b *testing.B) {
-				var sum int64
-				i := 0
-				for b.Loop() {
-					k := inlineKeyOf(draws[i&mask])
-					h := hash(k)
-					i++
-					switch op {
-					case "get":
-						v, _ := m.GetHashed(h, k)
-						sum += v
-					case "set":
-						m.SetHashed(h, k, int64(i), nil)
-					case "find-store":
-						v, pl, _ := m.Find(h, k)
-						m.Store(&pl, h, k, v+1, nil)
-					case "update":
-						m.UpdateHashed(h, k, plus1, nil)
-					}
-				}
-			})
-		}
-	}
-}
-
-// mix64 is a 64-bit finalizer (MurmurHash3's): a hash of an integer key.
-func mix64(k uint64) uint64 {
-	k ^= k >> 33
-	k *= 0xff51afd7ed558ccd
-	k ^= k >> 33
-	k *= 0xc4ceb9fe1a85ec53
-	k ^= k >> 33
-	return k
 }

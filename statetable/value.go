@@ -86,8 +86,8 @@ func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
 
 // Update sets the value of (key, ns) to f of its value (the default if it
 // has none): a read-modify-write, Get then Put, with the key encoded and
-// hashed once and, when the entry's leaf is the writer's, one walk of the
-// map instead of two (BenchmarkJob). f may read and write states of the
+// hashed once and one walk of the map (cow.Map.UpdateHashed), written
+// in place when the entry's leaf is the writer's (BenchmarkReadModifyWrite). f may read and write states of the
 // backend, this one included (the write then walks again); what f returns
 // is kept as Put keeps it, and an equal value changes nothing. With a TTL,
 // as Get then Put. Writer goroutine only.

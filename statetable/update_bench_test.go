@@ -1,0 +1,64 @@
+package statetable
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cowstate/cowstate/cow"
+)
+
+// BenchmarkReadModifyWrite is the read-modify-write of a per-key int64
+// count in a value state of size random int64 keys, uniform draws, no
+// capture live, three ways on the state's own map: op=get is the lookup
+// alone, the floor; op=find-store is cow.Map.Find then Store, carrying
+// the Place between them; op=update is the state's Update (one
+// cow.Map.UpdateHashed). The state is built once per size and the ops run
+// one after another on it, twice: compare them within one run. An op is
+// one key.
+func BenchmarkReadModifyWrite(b *testing.B) {
+	for _, size := range []int{1_000_000, 10_000_000} {
+		r := rand.New(rand.NewPCG(uint64(size), 2))
+		keys := make([]int64, size)
+		for i := range keys {
+			keys[i] = r.Int64()
+		}
+		draws := make([]int64, 1<<22) // read in order: no miss of their own
+		for i := range draws {
+			draws[i] = keys[r.IntN(size)]
+		}
+		mask := len(draws) - 1
+		t, err := NewTable(cow.NewOwner(), Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, err := NewValue(t, "v", Int64, Void, Int64, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range keys {
+			v.Put(k, VoidNamespace{}, 1)
+		}
+		inc := func(x int64) int64 { return x + 1 }
+		c := v.cells
+		for _, op := range []string{"get", "find-store", "update", "get", "find-store", "update"} {
+			b.Run(fmt.Sprintf("size=%d/op=%s", size, op), func(b *testing.B) {
+				var sum int64
+				for i := 0; i < b.N; i++ {
+					k := draws[i&mask]
+					switch op {
+					case "get":
+						x, _ := v.Get(k, VoidNamespace{})
+						sum += x
+					case "find-store":
+						h, kk, _ := c.locateFixed(k)
+						old, p, _ := c.m.k15.Find(h, kk)
+						c.m.k15.Store(&p, h, kk, old+1, nil)
+					case "update":
+						v.Update(k, VoidNamespace{}, inc)
+					}
+				}
+			})
+		}
+	}
+}
