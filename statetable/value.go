@@ -86,11 +86,12 @@ func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
 
 // Update sets the value of (key, ns) to f of its value (the default if it
 // has none): a read-modify-write, Get then Put, with the key encoded and
-// hashed once and one walk of the map (cow.Map.UpdateHashed), written
-// in place when the entry's leaf is the writer's (BenchmarkReadModifyWrite). f may read and write states of the
-// backend, this one included (the write then walks again); what f returns
-// is kept as Put keeps it, and an equal value changes nothing. With a TTL,
-// as Get then Put. Writer goroutine only.
+// hashed once and one walk of the map (cow.Map.UpdateHashed), written in
+// place when the entry's leaf is the writer's (BenchmarkReadModifyWrite).
+// f may read and write states of the backend, this one included (the
+// write then walks again); what f returns is kept as Put keeps it, and an
+// equal value changes nothing. With a TTL, as Get then Put. Writer
+// goroutine only.
 func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 	if s.ttl != nil {
 		v, err := s.Get(key, ns)
