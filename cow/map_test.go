@@ -123,20 +123,7 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 			if ok != had || old != want {
 				t.Fatalf("Find(%d) = %d,%v; model %d,%v", k, old, ok, want, had)
 			}
-			switch rapid.IntRange(0, 3).Draw(t, "between") {
-			case 1:
-				k2, v2 := mm.keys.Draw(t, "k2"), rapid.IntRange(0, 3).Draw(t, "v2")
-				mm.m.Set(k2, v2)
-				mm.model[k2] = v2
-			case 2:
-				k2 := mm.keys.Draw(t, "k2")
-				mm.m.Delete(k2)
-				delete(mm.model, k2)
-			case 3:
-				if len(mm.frozen) < 6 {
-					mm.frozen = append(mm.frozen, frozenMap{mm.m.Snapshot(), maps.Clone(mm.model)})
-				}
-			}
+			mm.between(t, rapid.IntRange(0, 3).Draw(t, "between"))
 			mm.m.Store(&p, mm.m.hash(k), k, v, nil)
 			mm.model[k] = v
 		},
@@ -154,22 +141,7 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 				if present != had || old != want {
 					t.Fatalf("UpdateHashed(%d) saw %d,%v; model %d,%v", k, old, present, want, had)
 				}
-				switch between {
-				case 1:
-					k2, v2 := mm.keys.Draw(t, "k2"), rapid.IntRange(0, 3).Draw(t, "v2")
-					mm.m.Set(k2, v2)
-					mm.model[k2] = v2
-				case 2:
-					k2 := mm.keys.Draw(t, "k2")
-					mm.m.Delete(k2)
-					delete(mm.model, k2)
-				case 3:
-					if len(mm.frozen) < 6 {
-						mm.frozen = append(mm.frozen, frozenMap{mm.m.Snapshot(), maps.Clone(mm.model)})
-					}
-				case 4:
-					mm.m.Snapshot().Release()
-				}
+				mm.between(t, between)
 				return v
 			}, nil)
 			if called != 1 {
@@ -239,6 +211,28 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 				t.Fatalf("Diff(epoch %d, now) applied to the old version does not give the new one", f.snap.Epoch())
 			}
 		},
+	}
+}
+
+// between does what a read-modify-write's two halves may see done
+// between them: nothing (0), a write (1) or a delete (2) of another key, a
+// capture kept (3), or a capture taken and released (4).
+func (mm *mapMachine) between(t *rapid.T, what int) {
+	switch what {
+	case 1:
+		k2, v2 := mm.keys.Draw(t, "k2"), rapid.IntRange(0, 3).Draw(t, "v2")
+		mm.m.Set(k2, v2)
+		mm.model[k2] = v2
+	case 2:
+		k2 := mm.keys.Draw(t, "k2")
+		mm.m.Delete(k2)
+		delete(mm.model, k2)
+	case 3:
+		if len(mm.frozen) < 6 {
+			mm.frozen = append(mm.frozen, frozenMap{mm.m.Snapshot(), maps.Clone(mm.model)})
+		}
+	case 4:
+		mm.m.Snapshot().Release()
 	}
 }
 
