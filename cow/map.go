@@ -15,7 +15,7 @@ import (
 // goroutine.
 //
 // Costs, for n entries: Get, Set and Delete are O(log32 n) node visits plus an
-// interpolated search of one leaf of at most mapLeafMax entries (searchLeaf:
+// interpolated search of one leaf of at most mapLeafMax entries (seekLeaf:
 // one or two cache lines); with no live
 // capture they allocate only when a leaf grows. With a live capture the first
 // write to a leaf in an epoch copies the leaf and its path (O(mapLeafMax +

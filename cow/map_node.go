@@ -225,8 +225,11 @@ func leafAt[K comparable, V any](p unsafe.Pointer, i uintptr) *mapEntry[K, V] {
 	return (*mapEntry[K, V])(unsafe.Add(p, i*unsafe.Sizeof(mapEntry[K, V]{})))
 }
 
-// searchLeaf returns the index of the first entry with hash >= h in the n
-// entries of the leaf at p (n > 0), a leaf at depth.
+// seekLeaf finds key k of hash h in the n entries of the leaf at p (n > 0):
+// it returns the key's value, entry and index, and true; or the zero V,
+// nil, the index of the first entry with hash >= h (where k would go) and
+// false. rest is h with the bits of the leaf's prefix shifted out (the
+// bits below it at the top).
 //
 // The hashes of a leaf at depth share their first mapBits*depth bits and are
 // spread uniformly below, so the position is interpolated from the remaining
@@ -238,13 +241,37 @@ func leafAt[K comparable, V any](p unsafe.Pointer, i uintptr) *mapEntry[K, V] {
 // is mispredicted about once a lookup, and its flush ends the CPU's run
 // ahead into the next lookups (BenchmarkJob, keys=1000000, every=none:
 // 194-214 ns an event with the branching scan, 179-189 with the count,
-// side by side; BenchmarkGet at size=1000000 175-189 against 153-166). The leaf is addressed by pointer with no bounds checks:
-// this is the innermost loop of every read and write.
-func searchLeaf[K comparable, V any](p unsafe.Pointer, n uintptr, h, rest uint64) uintptr {
+// side by side; BenchmarkGet at size=1000000 175-189 against 153-166).
+//
+// The leaf is addressed by pointer with no bounds checks, and the function
+// calls nothing (no stack check, nothing saved around a call): this is the
+// innermost loop of every read and write, and its callers' walks call
+// only it. The value is returned with the entry because reading it
+// through the entry after the return would wait on the leaf's load again.
+// Every instruction here counts twice: an event whose instructions
+// overflow the CPU's reorder window cannot start its cache miss while
+// the event before it waits on its own (decision 0041).
+func seekLeaf[K comparable, V any](p unsafe.Pointer, n uintptr, h, rest uint64, k K) (V, *mapEntry[K, V], uintptr, bool) {
 	i := uintptr((rest >> 32) * uint64(n) >> 32)
 	if n >= leafWindowMin {
 		j := min(i-min(i, leafWindow/2), n-leafWindow)
-		c := windowBelow[K, V](p, j, h)
+		// Count the window's hashes below h with no branch, each one load
+		// at a constant offset from the window's first entry w. Written
+		// out: a loop's compares measured 8% slower (BenchmarkJob), and
+		// as a function of its own, with hashes addressed by index from
+		// p, the walk, search and window took 161 instructions a lookup
+		// against 127 here (instructions counted by callgrind at 1K keys,
+		// decision 0041).
+		w := unsafe.Pointer(leafAt[K, V](p, j))
+		_, c0 := bits.Sub64(leafAt[K, V](w, 0).hash, h, 0)
+		_, c1 := bits.Sub64(leafAt[K, V](w, 1).hash, h, 0)
+		_, c2 := bits.Sub64(leafAt[K, V](w, 2).hash, h, 0)
+		_, c3 := bits.Sub64(leafAt[K, V](w, 3).hash, h, 0)
+		_, c4 := bits.Sub64(leafAt[K, V](w, 4).hash, h, 0)
+		_, c5 := bits.Sub64(leafAt[K, V](w, 5).hash, h, 0)
+		_, c6 := bits.Sub64(leafAt[K, V](w, 6).hash, h, 0)
+		_, c7 := bits.Sub64(leafAt[K, V](w, 7).hash, h, 0)
+		c := uintptr(c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7)
 		i = j + c
 		if c == 0 {
 			for i > 0 && leafAt[K, V](p, i-1).hash >= h {
@@ -254,21 +281,29 @@ func searchLeaf[K comparable, V any](p unsafe.Pointer, n uintptr, h, rest uint64
 			for ; i < n && leafAt[K, V](p, i).hash < h; i++ {
 			}
 		}
-		return i
-	}
-	if leafAt[K, V](p, i).hash < h {
+	} else if leafAt[K, V](p, i).hash < h {
 		for i++; i < n && leafAt[K, V](p, i).hash < h; i++ {
 		}
-		return i
+	} else {
+		for i > 0 && leafAt[K, V](p, i-1).hash >= h {
+			i--
+		}
 	}
-	for i > 0 && leafAt[K, V](p, i-1).hash >= h {
-		i--
+	for j := i; j < n; j++ {
+		e := leafAt[K, V](p, j)
+		if e.hash != h {
+			break
+		}
+		if e.key == k {
+			return e.val, e, j, true
+		}
 	}
-	return i
+	var zero V
+	return zero, nil, i, false
 }
 
 // leafWindow is how many entries around the interpolated position a leaf
-// search compares with no branch on the outcome (searchLeaf): four 32-byte
+// search compares with no branch on the outcome (seekLeaf): four 32-byte
 // entries on either side of the guess, where the guess is off by three or
 // fewer in most lookups at the leaf sizes of 1M-10M entries.
 const leafWindow = 8
@@ -279,21 +314,6 @@ const leafWindow = 8
 // (BenchmarkJob, keys=10000000).
 const leafWindowMin = 2 * leafWindow
 
-// windowBelow counts the entries with a hash below h among the leafWindow
-// from index j of the leaf at p, with no branch: written out, since the
-// loop's own compares measured 8% slower in lookupAt (BenchmarkJob).
-func windowBelow[K comparable, V any](p unsafe.Pointer, j uintptr, h uint64) uintptr {
-	_, c0 := bits.Sub64(leafAt[K, V](p, j).hash, h, 0)
-	_, c1 := bits.Sub64(leafAt[K, V](p, j+1).hash, h, 0)
-	_, c2 := bits.Sub64(leafAt[K, V](p, j+2).hash, h, 0)
-	_, c3 := bits.Sub64(leafAt[K, V](p, j+3).hash, h, 0)
-	_, c4 := bits.Sub64(leafAt[K, V](p, j+4).hash, h, 0)
-	_, c5 := bits.Sub64(leafAt[K, V](p, j+5).hash, h, 0)
-	_, c6 := bits.Sub64(leafAt[K, V](p, j+6).hash, h, 0)
-	_, c7 := bits.Sub64(leafAt[K, V](p, j+7).hash, h, 0)
-	return uintptr(c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7)
-}
-
 // findEntry returns the index of key k with hash h in a leaf's entries, or
 // the index where it would be inserted.
 func findEntry[K comparable, V any](ents []mapEntry[K, V], h uint64, k K, depth int) (int, bool) {
@@ -301,15 +321,8 @@ func findEntry[K comparable, V any](ents []mapEntry[K, V], h uint64, k K, depth 
 		return 0, false
 	}
 	p, n := unsafe.Pointer(unsafe.SliceData(ents)), uintptr(len(ents))
-	i := searchLeaf[K, V](p, n, h, h<<min(63, mapBits*depth))
-	for j := i; j < n; j++ {
-		if e := leafAt[K, V](p, j); e.hash != h {
-			break
-		} else if e.key == k {
-			return int(j), true
-		}
-	}
-	return int(i), false
+	_, _, i, found := seekLeaf[K, V](p, n, h, h<<min(63, mapBits*depth), k)
+	return int(i), found
 }
 
 // lookup finds k (hash h) below s. Read-only: safe on captured nodes.
@@ -322,34 +335,22 @@ func (s *mapSlot[K, V]) lookup(h uint64, k K) (V, bool) {
 // which a writer may write only when it owns the leaf (with no capture
 // live, say). Read-only: safe on captured nodes.
 //
-// It is findEntry written out over the raw leaf, with no bounds checks,
-// after searchLeaf: with the search's window free of branches, calling
-// it measured the same as writing it out here (BenchmarkJob keys=1000000,
-// 172-179 against 160-181 ns an event, side by side). The
-// value is returned as well as the entry for the same reason: reading it
-// through the entry after the return waits on the leaf's load again. The
-// walk keeps the hash bits below the current prefix at the top of rest, a
-// shift a level, rather than recomputing the slot from the depth.
+// The walk keeps the hash bits below the current prefix at the top of
+// rest, a shift a level, rather than recomputing the slot from the depth;
+// the leaf is searched by seekLeaf, the walk's one call and its last, so
+// nothing is kept across it.
 func (s *mapSlot[K, V]) lookupAt(h uint64, k K) (V, *mapEntry[K, V], bool) {
 	rest := h // the bits below the current node's prefix, at the top
 	for s.n == branchMark {
 		s = &(*mapBranch[K, V])(s.p).kids[rest>>(64-mapBits)]
 		rest <<= mapBits
 	}
-	var zero V
 	if s.n <= 0 {
+		var zero V
 		return zero, nil, false
 	}
-	p, n := s.p, uintptr(s.n)
-	i := searchLeaf[K, V](p, n, h, rest)
-	for ; i < n; i++ {
-		if e := leafAt[K, V](p, i); e.hash != h {
-			break
-		} else if e.key == k {
-			return e.val, e, true
-		}
-	}
-	return zero, nil, false
+	v, e, _, ok := seekLeaf[K, V](s.p, uintptr(s.n), h, rest, k)
+	return v, e, ok
 }
 
 // appendEntries appends every entry below s in hash order.

@@ -144,15 +144,8 @@ func (m *Map[K, V]) ownedEntry(h uint64, k K, high uint64) (e *mapEntry[K, V], p
 	if !writable || s.n <= 0 || parent != nil && parent.owned&(1<<slot) == 0 {
 		return nil, nil, 0, 0, 0
 	}
-	ptr, ln := s.p, uintptr(s.n)
-	for j := searchLeaf[K, V](ptr, ln, h, rest); j < ln; j++ {
-		x := leafAt[K, V](ptr, j)
-		if x.hash != h {
-			break
-		}
-		if x.key == k {
-			return x, parent, slot, int(j), int(ln)
-		}
+	if _, x, j, ok := seekLeaf[K, V](s.p, uintptr(s.n), h, rest, k); ok {
+		return x, parent, slot, int(j), int(s.n)
 	}
 	return nil, nil, 0, 0, 0
 }
@@ -190,27 +183,20 @@ func (m *Map[K, V]) findLive(h uint64, k K, high uint64, placeOnly bool) (V, Pla
 	if s.n <= 0 {
 		return zero, p, false
 	}
-	ptr, n := s.p, uintptr(s.n)
-	for i := searchLeaf[K, V](ptr, n, h, rest); i < n; i++ {
-		e := leafAt[K, V](ptr, i)
-		if e.hash != h {
-			break
-		}
-		if e.key != k {
-			continue
-		}
-		if writable {
-			// A kid branch's own epoch said whether it was writable;
-			// owned bits are kept for leaves only.
-			p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), int32(n)
-			p.copyLeaf = parent != nil && parent.owned&(1<<slot) == 0
-			p.rootLeaf = parent == nil
-		} else {
-			p.shared = true
-		}
-		return e.val, p, true
+	v, e, i, ok := seekLeaf[K, V](s.p, uintptr(s.n), h, rest, k)
+	if !ok {
+		return zero, p, false
 	}
-	return zero, p, false
+	if writable {
+		// A kid branch's own epoch said whether it was writable;
+		// owned bits are kept for leaves only.
+		p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), s.n
+		p.copyLeaf = parent != nil && parent.owned&(1<<slot) == 0
+		p.rootLeaf = parent == nil
+	} else {
+		p.shared = true
+	}
+	return v, p, true
 }
 
 // Store sets k (hash h) to v, where p is the Place a Find of the same key

@@ -572,10 +572,12 @@ func TestMap_Scan(t *testing.T) {
 	})
 }
 
-// searchLeaf finds the first entry of hash >= h in any sorted leaf, whatever
-// the guess's error: leaves of every length up to past mapLeafMax, hashes
-// spread, bunched and repeated, targets below, between, on and above them.
-func TestSearchLeaf_AgreesWithScan(t *testing.T) {
+// seekLeaf, for a key the leaf does not hold, finds the first entry of hash
+// >= h in any sorted leaf, whatever the guess's error: leaves of every
+// length up to past mapLeafMax, hashes spread, bunched and repeated,
+// targets below, between, on and above them; for a key it holds, that
+// entry, wherever it is among the entries of its hash.
+func TestSeekLeaf_AgreesWithScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for n := 1; n <= 2*mapLeafMax; n++ {
 		for range 200 {
@@ -597,8 +599,19 @@ func TestSearchLeaf_AgreesWithScan(t *testing.T) {
 				}
 				p := unsafe.Pointer(unsafe.SliceData(ents))
 				depth := rng.IntN(4)
-				if got := int(searchLeaf[int, int](p, uintptr(n), h, h<<(mapBits*depth))); got != want {
-					t.Fatalf("leaf of %d, hash %x: searchLeaf = %d, want %d", n, h, got, want)
+				if _, _, got, ok := seekLeaf[int, int](p, uintptr(n), h, h<<(mapBits*depth), -1); ok || int(got) != want {
+					t.Fatalf("leaf of %d, hash %x, absent key: seekLeaf = %d, %v, want %d, false", n, h, got, ok, want)
+				}
+				for want < n && ents[want].hash == h && rng.IntN(2) == 0 {
+					want++
+				}
+				if want < n && ents[want].hash == h {
+					ents[want].key, ents[want].val = 1, 7
+					v, e, got, ok := seekLeaf[int, int](p, uintptr(n), h, h<<(mapBits*depth), 1)
+					if !ok || int(got) != want || e != &ents[want] || v != 7 {
+						t.Fatalf("leaf of %d, hash %x, key at %d: seekLeaf = %d, %v, value %d", n, h, want, got, ok, v)
+					}
+					ents[want].key, ents[want].val = 0, 0
 				}
 			}
 		}
