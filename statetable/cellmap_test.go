@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -233,6 +234,33 @@ func TestCellView_ScanMergesInPieces(t *testing.T) {
 		})
 		if n != stop {
 			t.Fatalf("stopped after %d entries, want %d", n, stop)
+		}
+	}
+}
+
+// key15Of8 builds the same key as makeKey does from the composite key's
+// bytes (length byte 8, then the key), in registers on a little-endian
+// machine and through memory otherwise; both ways are checked here, and
+// the key's length and bytes read back as the composite key.
+func TestKey15Of8_IsTheCompositeKey(t *testing.T) {
+	native := littleEndian
+	defer func() { littleEndian = native }()
+	r := rand.New(rand.NewPCG(8, 15))
+	for range 1000 {
+		be := r.Uint64()
+		var kb [8]byte
+		binary.LittleEndian.PutUint64(kb[:], be)
+		ck := "\x08" + string(kb[:])
+		want := makeKey[key15](ck)
+		for _, le := range []bool{native, false} {
+			littleEndian = le
+			k := key15Of8(be)
+			if k != want {
+				t.Fatalf("key15Of8(%#x), littleEndian=%v: %#v, want %#v", be, le, k, want)
+			}
+			if got := keyStr(&k); got != ck || inlineLen(&k) != 9 {
+				t.Fatalf("key15Of8(%#x): reads as %q (length %d), want %q", be, got, inlineLen(&k), ck)
+			}
 		}
 	}
 }

@@ -106,19 +106,22 @@ var voidLow = EntryHash(0, nil)
 // per-event path of BenchmarkJob.
 func (c *cells[K, N, C]) locateFixed(key K) (uint64, key15, error) {
 	f := c.fixedKey
-	k := key15{n: uint8(1 + f.w)}
-	k.b[0] = uint8(f.w)
+	var k key15
 	var keyHash uint64
 	if f.w == 8 {
-		u := *(*uint64)(unsafe.Pointer(&key)) ^ f.flip
-		binary.BigEndian.PutUint64(k.b[1:9], u)
-		keyHash = hash8(bits.ReverseBytes64(u)) // HashKey of the big-endian bytes
+		be := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&key)) ^ f.flip) // the big-endian bytes
+		k = key15Of8(be)
+		keyHash = hash8(be) // HashKey of those bytes
 	} else {
-		f.encode(k.b[1:1+f.w], unsafe.Pointer(&key))
-		keyHash = HashKey(k.b[1 : 1+f.w])
+		b := (*[16]byte)(unsafe.Pointer(&k))
+		b[0], b[1] = uint8(1+f.w), uint8(f.w)
+		f.encode(b[2:2+f.w], unsafe.Pointer(&key))
+		keyHash = HashKey(b[2 : 2+f.w])
 	}
-	if err := c.checkGroup(keyHash); err != nil {
-		return 0, k, err
+	if !c.t.ownsAll {
+		if err := c.checkGroup(keyHash); err != nil {
+			return 0, k, err
+		}
 	}
 	const low = 1<<(64-keyHashBits) - 1
 	return keyHash&^low | voidLow, k, nil

@@ -100,7 +100,7 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 
 // appendEntry15 appends the key blob and the cell blob of an entry of an
 // inline key of at most 15 bytes. The key blob is the key's own first
-// k.n+1 bytes (its length byte is the blob's one-byte length), copied as
+// n+1 bytes, n its length byte (which is the blob's one-byte length), copied as
 // one 16-byte store. A cell of a fixed-width codec is encoded inline
 // (fixedInt.encode), with no call through the codec: BenchmarkSnapshotWrite
 // at 1M takes 16.4-17.0 ms against 18.6-19.0 through the codec, side by
@@ -113,7 +113,7 @@ func appendEntry15[C any](dst []byte, k *key15, cell *C, cc *cellCodec[C]) []byt
 	}
 	dst = dst[:l+16]
 	*(*[16]byte)(dst[l:]) = *(*[16]byte)(unsafe.Pointer(k))
-	l += int(k.n) + 1
+	l += inlineLen(k) + 1
 	if w := cc.fixed.w; w != 0 {
 		dst = dst[:l+1+w]
 		dst[l] = byte(w)
