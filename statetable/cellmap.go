@@ -60,6 +60,12 @@ func key15Of8(be uint64) key15 {
 	if littleEndian {
 		return key15{lo: 9 | 8<<8 | be<<16, hi: be >> 48}
 	}
+	return key15Of8Bytes(be)
+}
+
+// key15Of8Bytes is key15Of8 through the key's bytes, on any machine; a
+// call of its own so that key15Of8 is inlined.
+func key15Of8Bytes(be uint64) key15 {
 	var k key15
 	b := (*[16]byte)(unsafe.Pointer(&k))
 	b[0], b[1] = 9, 8
