@@ -101,41 +101,46 @@ var voidLow = EntryHash(0, nil)
 // whose namespace is VoidNamespace (c.fixedKey.w != 0): the composite key
 // (the length byte, then the key's w bytes) is built in a key15 with no
 // call through the codec and no scratch buffer, and an 8-byte key is
-// hashed inline. It returns what locate returns, the key as the map holds
-// it. Every state of integer keys without windows goes this way: the
-// per-event path of BenchmarkJob.
+// hashed inline (locate8). It returns what locate returns, the key as the
+// map holds it. Every state of integer keys without windows goes this
+// way; get, put and update of an 8-byte key on a table that owns every
+// key group call locate8 alone: the per-event path of BenchmarkJob.
 func (c *cells[K, N, C]) locateFixed(key K) (uint64, key15, error) {
-	f := c.fixedKey
+	var h uint64
 	var k key15
-	var keyHash uint64
-	if f.w == 8 {
-		be := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&key)) ^ f.flip) // the big-endian bytes
-		k = key15Of8(be)
-		keyHash = hash8(be) // HashKey of those bytes
+	if f := c.fixedKey; f.w == 8 {
+		h, k = c.locate8(key)
 	} else {
 		b := (*[16]byte)(unsafe.Pointer(&k))
 		b[0], b[1] = uint8(1+f.w), uint8(f.w)
 		f.encode(b[2:2+f.w], unsafe.Pointer(&key))
-		keyHash = HashKey(b[2 : 2+f.w])
+		h = fixedEntryHash(HashKey(b[2 : 2+f.w]))
 	}
 	if !c.t.ownsAll {
-		if err := c.checkGroup(keyHash); err != nil {
+		// The entry hash keeps the key hash's leading keyHashBits bits,
+		// all that the key group depends on.
+		if err := c.checkGroup(h); err != nil {
 			return 0, k, err
 		}
 	}
-	const low = 1<<(64-keyHashBits) - 1
-	return keyHash&^low | voidLow, k, nil
+	return h, k, nil
 }
 
-// locate8 is locateFixed for an 8-byte key (c.fixedKey.w == 8) when the
-// table owns every key group: no error to return and small enough to be
-// inlined, so that get, put and update make no call before the map's on
-// the per-event path of BenchmarkJob (BenchmarkReadModifyWrite at
-// size=1000: decision 0041).
+// locate8 returns the entry hash and the composite key of an 8-byte key
+// (c.fixedKey.w == 8) with no namespace, with no key-group check: small
+// enough to be inlined, so that get, put and update on a table that owns
+// every key group make no call before the map's (BenchmarkReadModifyWrite
+// at size=1000: decision 0041).
 func (c *cells[K, N, C]) locate8(key K) (uint64, key15) {
-	be := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&key)) ^ c.fixedKey.flip)
+	be := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&key)) ^ c.fixedKey.flip) // the big-endian bytes
+	return fixedEntryHash(hash8(be)), key15Of8(be)                                // hash8: HashKey of those bytes
+}
+
+// fixedEntryHash is the entry hash of a key of hash keyHash with no
+// namespace: EntryHash(keyHash, nil).
+func fixedEntryHash(keyHash uint64) uint64 {
 	const low = 1<<(64-keyHashBits) - 1
-	return hash8(be)&^low | voidLow, key15Of8(be)
+	return keyHash&^low | voidLow
 }
 
 // location is a located (key, ns): its entry hash and its composite key,
