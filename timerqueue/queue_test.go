@@ -357,26 +357,30 @@ func TestQueue_SlowFlinkCheckpoint(t *testing.T) {
 		t.Fatalf("live state = %d, want 6", v)
 	}
 
-	done := make(chan error)
-	go func() { // the asynchronous checkpoint writer
-		defer c.Release()
+	// The asynchronous checkpoint writer reads the views, then releases the
+	// capture, and only then reports: the checks after <-done must see the
+	// release.
+	writeCheckpoint := func() error {
 		var got []int64
 		for tm, kg := range timerSnap.All() {
 			if tm.Key != key || tm.Namespace != "window" || kg != keyGroupOf(key) {
-				done <- fmt.Errorf("snapshot holds %+v (key group %d)", tm, kg)
-				return
+				return fmt.Errorf("snapshot holds %+v (key group %d)", tm, kg)
 			}
 			got = append(got, tm.Timestamp)
 		}
 		if !slices.Equal(got, []int64{3, 4, 5}) {
-			done <- fmt.Errorf("snapshot timers %v, want [3 4 5]", got)
-			return
+			return fmt.Errorf("snapshot timers %v, want [3 4 5]", got)
 		}
 		if v, ok := stateSnap.Get(key); !ok || v != 1+2 {
-			done <- fmt.Errorf("snapshot state = %d, %v; want 3 (timers 1 and 2 only)", v, ok)
-			return
+			return fmt.Errorf("snapshot state = %d, %v; want 3 (timers 1 and 2 only)", v, ok)
 		}
-		done <- nil
+		return nil
+	}
+	done := make(chan error)
+	go func() {
+		err := writeCheckpoint()
+		c.Release()
+		done <- err
 	}()
 	if err := <-done; err != nil {
 		t.Fatal(err)
