@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"unsafe"
@@ -12,18 +13,21 @@ import (
 	"github.com/cowstate/cowstate/cow"
 )
 
-// Composite keys are held in one of three maps by length: keys of at most
-// 15 bytes inline in key15 entries, of at most 31 bytes in key31 entries,
-// longer ones as strings. 15 bytes take an int64 or int32 key with no
-// namespace (1 + 8 bytes); 31 take one with a time-window namespace (1 + 8
-// + 16). An inline key has no pointers, so when the cell type has none
+// Composite keys are held in one of four maps by shape: an 8-byte key
+// with no namespace (int64, uint64, float64 keys without windows: "\x08"
+// and the key, the commonest state) as one word in a key8 entry; any
+// other key of at most 15 bytes inline in key15 entries, of at most 31
+// bytes in key31 entries, longer ones as strings. 15 bytes take an int32
+// key with no namespace (1 + 4 bytes); 31 take an int64 one with a
+// time-window namespace (1 + 8 + 16). An inline key has no pointers, so when the cell type has none
 // either the leaves of its map have none: the garbage collector does not
 // scan them, copying one on write needs no write barriers, and a lookup
 // compares the key without a cache miss on separately allocated bytes.
-// Two sizes because an entry's size is what a copy-on-write copies and a
-// lookup reads: for int64 keys and values an entry is 32 bytes in the
-// small map and 48 in the large one, and the small map's puts are the
-// faster for it (BenchmarkValueUpdate).
+// Several sizes because an entry's size is what a copy-on-write copies and
+// a lookup reads: for int64 keys and values an entry is 24 bytes in the
+// key8 map, 32 in the key15 map and 48 in the key31 one. The key8 map's
+// entries are the smaller and its key compare is one word (decision 0042:
+// BenchmarkReadModifyWrite, BenchmarkJob).
 const (
 	key15Max = 15
 	key31Max = 31
@@ -33,10 +37,10 @@ const (
 // then n bytes, the rest zero, so == compares keys. Both have the layout
 // inlineKey's functions rely on, and those functions read and write it as
 // bytes. key15 is held as two words: a key then travels in two registers
-// from locateFixed down to the leaf compare, which is two compares of
-// words, where a struct holding a byte array goes through memory at every
-// call and compares its fields piece by piece (BenchmarkReadModifyWrite
-// at size=1000, instructions counted by callgrind: decision 0041).
+// down to the leaf compare, which is two compares of words, where a
+// struct holding a byte array goes through memory at every call and
+// compares its fields piece by piece (BenchmarkReadModifyWrite at
+// size=1000, instructions counted by callgrind: decision 0041).
 type (
 	key15 struct{ lo, hi uint64 }
 	key31 struct {
@@ -52,10 +56,10 @@ func inlineLen[K inlineKey](k *K) int { return int(*(*uint8)(unsafe.Pointer(k)))
 // which key15Of8 builds its words for.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// key15Of8 returns the composite key of an 8-byte key with no namespace
-// (its length byte 8, then the key), whose bytes are those of be read as
-// a little-endian word: 9 bytes in all. On a little-endian machine the
-// words are built in registers.
+// key15Of8 returns, as a key15, the composite key of the key8 map's key
+// be (its length byte 8, then the key, whose bytes are those of be read
+// as a little-endian word: 9 bytes in all), the layout of a snapshot's key
+// blob. On a little-endian machine the words are built in registers.
 func key15Of8(be uint64) key15 {
 	if littleEndian {
 		return key15{lo: 9 | 8<<8 | be<<16, hi: be >> 48}
@@ -74,6 +78,51 @@ func key15Of8Bytes(be uint64) key15 {
 }
 
 type inlineKey interface{ key15 | key31 }
+
+// isKey8 reports whether composite key ck is an 8-byte key with no
+// namespace ("\x08" and the key's 8 bytes), the keys the key8 map holds.
+func isKey8(ck string) bool { return len(ck) == 9 && ck[0] == 8 }
+
+// key8Of returns the key8 map's key of ck (isKey8): the key's 8 bytes read
+// as a little-endian word, on any machine.
+func key8Of(ck string) uint64 { return binary.LittleEndian.Uint64(readOnlyBytes(ck[1:9])) }
+
+// putKey8 writes the composite key of the key8 map's key k into b.
+func putKey8(b *[9]byte, k uint64) {
+	b[0] = 8
+	binary.LittleEndian.PutUint64(b[1:], k)
+}
+
+// key8Str returns the composite key of the key8 map's key k as a new
+// string.
+func key8Str(k uint64) string {
+	var b [9]byte
+	putKey8(&b, k)
+	return string(b[:])
+}
+
+// key8Hash is the entry hash of the key8 map's key k: that of its
+// composite key (compositeHash), computed from the word.
+func key8Hash(k uint64) uint64 { return fixedEntryHash(hash8(k)) }
+
+// compareKey8 orders key8 map keys as their composite keys' bytes order.
+func compareKey8(a, b uint64) int { return cmp.Compare(bits.ReverseBytes64(a), bits.ReverseBytes64(b)) }
+
+// key8Strings hands out composite keys of key8 entries as strings cut
+// from chunks it allocates, one per 256 keys: each string stays valid as
+// long as it is referenced, as the keys of a scan must (mergeScan and
+// cells.scan keep some past the call that passed them).
+type key8Strings struct{ chunk []byte }
+
+func (s *key8Strings) of(k uint64) string {
+	if len(s.chunk) < 9 {
+		s.chunk = make([]byte, 9*256)
+	}
+	b := (*[9]byte)(s.chunk)
+	s.chunk = s.chunk[9:]
+	putKey8(b, k)
+	return unsafe.String(&b[0], 9)
+}
 
 // makeKey returns ck, which must fit, as an inline key.
 func makeKey[K inlineKey](ck string) K {
@@ -94,12 +143,13 @@ func keyStr[K inlineKey](k *K) string {
 func inlineHash[K inlineKey](k K) uint64 { return compositeHash(keyStr(&k)) }
 
 // cellMap is where one state's entries are stored, untyped above the
-// cell: composite key bytes -> cell, in three maps by key length (see
+// cell: composite key bytes -> cell, in four maps by key shape (see
 // key15Max); a key is in exactly one of them. The
-// maps share the table's owner, so one capture freezes all three. Writer
+// maps share the table's owner, so one capture freezes all four. Writer
 // goroutine only.
 type cellMap[C any] struct {
 	owner *cow.Owner
+	k8    *cow.Map[uint64, C]
 	k15   *cow.Map[key15, C]
 	k31   *cow.Map[key31, C]
 	long  *cow.Map[string, C]
@@ -108,6 +158,7 @@ type cellMap[C any] struct {
 func newCellMap[C any](owner *cow.Owner, equal func(a, b C) bool) cellMap[C] {
 	return cellMap[C]{
 		owner: owner,
+		k8:    cow.NewMap(owner, key8Hash, equal),
 		k15:   cow.NewMap(owner, inlineHash[key15], equal),
 		k31:   cow.NewMap(owner, inlineHash[key31], equal),
 		long:  cow.NewMap(owner, compositeHash, equal),
@@ -117,16 +168,19 @@ func newCellMap[C any](owner *cow.Owner, equal func(a, b C) bool) cellMap[C] {
 // compact makes the maps grow leaves by smaller steps (cow.Map.SetCompactLeaves),
 // for cells of TTL states, larger by their expiration timestamp.
 func (m *cellMap[C]) compact() {
+	m.k8.SetCompactLeaves()
 	m.k15.SetCompactLeaves()
 	m.k31.SetCompactLeaves()
 	m.long.SetCompactLeaves()
 }
 
-func (m *cellMap[C]) len() int { return m.k15.Len() + m.k31.Len() + m.long.Len() }
+func (m *cellMap[C]) len() int { return m.k8.Len() + m.k15.Len() + m.k31.Len() + m.long.Len() }
 
 // get returns the cell of composite key ck, whose entry hash is h.
 func (m *cellMap[C]) get(h uint64, ck string) (C, bool) {
 	switch {
+	case isKey8(ck):
+		return m.k8.GetHashed(h, key8Of(ck))
 	case len(ck) <= key15Max:
 		return m.k15.GetHashed(h, makeKey[key15](ck))
 	case len(ck) <= key31Max:
@@ -139,6 +193,8 @@ func (m *cellMap[C]) get(h uint64, ck string) (C, bool) {
 // (ck may alias a scratch buffer); otherwise the map keeps ck itself.
 func (m *cellMap[C]) set(h uint64, ck string, cell C, clone bool) {
 	switch {
+	case isKey8(ck):
+		m.k8.SetHashed(h, key8Of(ck), cell, nil)
 	case len(ck) <= key15Max:
 		m.k15.SetHashed(h, makeKey[key15](ck), cell, nil)
 	case len(ck) <= key31Max:
@@ -157,6 +213,8 @@ func (m *cellMap[C]) set(h uint64, ck string, cell C, clone bool) {
 // again.
 func (m *cellMap[C]) update(h uint64, ck string, clone bool, f func(old C, ok bool) C) {
 	switch {
+	case isKey8(ck):
+		m.k8.UpdateHashed(h, key8Of(ck), f, nil)
 	case len(ck) <= key15Max:
 		m.k15.UpdateHashed(h, makeKey[key15](ck), f, nil)
 	case len(ck) <= key31Max:
@@ -173,6 +231,8 @@ func (m *cellMap[C]) update(h uint64, ck string, clone bool, f func(old C, ok bo
 // delete removes the cell of ck, if present.
 func (m *cellMap[C]) delete(h uint64, ck string) {
 	switch {
+	case isKey8(ck):
+		m.k8.DeleteHashed(h, key8Of(ck))
 	case len(ck) <= key15Max:
 		m.k15.DeleteHashed(h, makeKey[key15](ck))
 	case len(ck) <= key31Max:
@@ -195,7 +255,7 @@ func (m *cellMap[C]) all(yield func(ck string, cell C) bool) {
 
 // view returns the maps as frozen by c.
 func (m *cellMap[C]) view(c *cow.Capture) cellView[C] {
-	return cellView[C]{k15: m.k15.View(c), k31: m.k31.View(c), long: m.long.View(c)}
+	return cellView[C]{k8: m.k8.View(c), k15: m.k15.View(c), k31: m.k31.View(c), long: m.long.View(c)}
 }
 
 // cellRun collects restored entries for a cellMap (n expected, each key
@@ -205,6 +265,7 @@ func (m *cellMap[C]) view(c *cow.Capture) cellView[C] {
 // order.
 type cellRun[C any] struct {
 	n, added int
+	r8       runOf[uint64, C]
 	r15      runOf[key15, C]
 	r31      runOf[key31, C]
 	long     runOf[string, C]
@@ -224,6 +285,9 @@ func (r *cellRun[C]) room() int {
 func (r *cellRun[C]) add(h uint64, ck string, cell C) {
 	room := r.room()
 	switch {
+	case isKey8(ck):
+		e := r.r8.next(room, h, ck, key8Ref)
+		e.Key, e.Val = key8Of(ck), cell
 	case len(ck) <= key15Max:
 		e := r.r15.next(room, h, ck, keyStr[key15])
 		e.Key, e.Val = makeKey[key15](ck), cell
@@ -238,11 +302,15 @@ func (r *cellRun[C]) add(h uint64, ck string, cell C) {
 
 // storeRun stores what r collected; r must not be used afterwards.
 func (m *cellMap[C]) storeRun(r *cellRun[C]) {
+	m.k8.SetRun(r.r8.finish(key8Ref))
 	m.k15.SetRun(r.r15.finish(keyStr[key15]))
 	m.k31.SetRun(r.r31.finish(keyStr[key31]))
 	m.long.SetRun(r.long.finish(func(k *string) string { return *k }))
 	*r = cellRun[C]{}
 }
+
+// key8Ref is key8Str for runOf, which compares keys only on equal hashes.
+func key8Ref(k *uint64) string { return key8Str(*k) }
 
 // runOf collects a run of restored entries for cow.Map.SetRun.
 type runOf[K comparable, C any] struct {
@@ -304,15 +372,18 @@ func (r *runOf[K, C]) finish(str func(*K) string) []cow.MapEntry[K, C] {
 // cellView is a cellMap frozen by a capture. Any goroutine while the
 // capture is live.
 type cellView[C any] struct {
+	k8   *cow.MapSnapshot[uint64, C]
 	k15  *cow.MapSnapshot[key15, C]
 	k31  *cow.MapSnapshot[key31, C]
 	long *cow.MapSnapshot[string, C]
 }
 
-func (v cellView[C]) len() int { return v.k15.Len() + v.k31.Len() + v.long.Len() }
+func (v cellView[C]) len() int { return v.k8.Len() + v.k15.Len() + v.k31.Len() + v.long.Len() }
 
 func (v cellView[C]) get(h uint64, ck string) (C, bool) {
 	switch {
+	case isKey8(ck):
+		return v.k8.GetHashed(h, key8Of(ck))
 	case len(ck) <= key15Max:
 		return v.k15.GetHashed(h, makeKey[key15](ck))
 	case len(ck) <= key31Max:
@@ -323,9 +394,11 @@ func (v cellView[C]) get(h uint64, ck string) (C, bool) {
 
 // scan calls yield for every entry whose hash is in [lo, hi], in hash order
 // (entries of equal hash adjacent), until it returns false. ck aliases the
-// view's memory: valid until the capture is released.
+// view's memory, valid until the capture is released, or (a key8 entry's)
+// memory of its own.
 func (v cellView[C]) scan(lo, hi uint64, yield func(h uint64, ck string, cell C) bool) {
 	mergeScan([]scanSource[C]{
+		key8Source(v.k8),
 		inlineSource(v.k15),
 		inlineSource(v.k31),
 		{v.long.Len(), v.long.Scan},
@@ -339,11 +412,12 @@ func (v cellView[C]) all(yield func(h uint64, ck string, cell C) bool) {
 
 // diff yields the changes from prev to v in entry-hash order (the order
 // DiffState promises), until yield returns false. The changes of the map
-// with the most entries stream; those of the other two, collected first,
+// with the most entries stream; those of the others, collected first,
 // are merged in.
 func (v cellView[C]) diff(prev cellView[C], yield func(cow.Change[string, C]) bool) {
 	type change = cow.Change[string, C]
 	diffs := []diffSource[C]{
+		key8Diff(prev.k8, v.k8),
 		inlineDiff(prev.k15, v.k15),
 		inlineDiff(prev.k31, v.k31),
 		{v.long.Len() + prev.long.Len(), func(yield func(uint64, string, change) bool) {
@@ -381,6 +455,15 @@ func inlineSource[K inlineKey, C any](m *cow.MapSnapshot[K, C]) scanSource[C] {
 	}}
 }
 
+// key8Source is the key8 map as a scanSource: keys as strings of their
+// own (key8Strings).
+func key8Source[C any](m *cow.MapSnapshot[uint64, C]) scanSource[C] {
+	return scanSource[C]{m.Len(), func(lo, hi uint64, yield func(uint64, string, C) bool) {
+		var strs key8Strings
+		m.ScanRefs(lo, hi, func(h uint64, k *uint64, cell C) bool { return yield(h, strs.of(*k), cell) })
+	}}
+}
+
 // diffSource is the diff of one of two views' maps, each change with its
 // entry hash and composite key, and the entries of the two versions.
 type diffSource[C any] struct {
@@ -395,6 +478,18 @@ func inlineDiff[K inlineKey, C any](prev, next *cow.MapSnapshot[K, C]) diffSourc
 		for ch := range cow.DiffMaps(prev, next) {
 			ck := string(keyStr(&ch.Key))
 			if !yield(compositeHash(ck), ck, cow.Change[string, C]{Kind: ch.Kind, Key: ck, Old: ch.Old, New: ch.New}) {
+				return
+			}
+		}
+	}}
+}
+
+// key8Diff is inlineDiff of two versions of the key8 map.
+func key8Diff[C any](prev, next *cow.MapSnapshot[uint64, C]) diffSource[C] {
+	return diffSource[C]{prev.Len() + next.Len(), func(yield func(uint64, string, cow.Change[string, C]) bool) {
+		for ch := range cow.DiffMaps(prev, next) {
+			ck := key8Str(ch.Key)
+			if !yield(key8Hash(ch.Key), ck, cow.Change[string, C]{Kind: ch.Kind, Key: ck, Old: ch.Old, New: ch.New}) {
 				return
 			}
 		}
@@ -497,9 +592,9 @@ func merge[T any](seq func(func(uint64, string, T) bool), rest []hashed[T], yiel
 }
 
 // check verifies the maps' invariants and that each key is in the map its
-// length chooses, inline keys zero past their length.
+// shape chooses, inline keys zero past their length.
 func (m *cellMap[C]) check() error {
-	for _, err := range []error{m.k15.Check(), m.k31.Check(), m.long.Check()} {
+	for _, err := range []error{m.k8.Check(), m.k15.Check(), m.k31.Check(), m.long.Check()} {
 		if err != nil {
 			return err
 		}
@@ -508,6 +603,9 @@ func (m *cellMap[C]) check() error {
 		b, n := (*[16]byte)(unsafe.Pointer(&k)), inlineLen(&k)
 		if n > key15Max || strings.Trim(string(b[1+n:]), "\x00") != "" {
 			return fmt.Errorf("statetable: BUG: key15 of length %d with bytes past it", n)
+		}
+		if isKey8(keyStr(&k)) {
+			return fmt.Errorf("statetable: BUG: an 8-byte key with no namespace in the key15 map")
 		}
 	}
 	for k := range m.k31.All() {

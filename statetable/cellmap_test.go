@@ -238,6 +238,49 @@ func TestCellView_ScanMergesInPieces(t *testing.T) {
 	}
 }
 
+// An 8-byte key with no namespace is held in the key8 map as one word:
+// key8Of, putKey8 and key8Str turn its composite key into the word and
+// back, key8Hash is its composite key's hash, compareKey8 orders words as
+// their composite keys, and locate8 builds the same word from a typed key
+// as key8Of does from the composite key its codec encodes.
+func TestKey8_IsTheCompositeKey(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 15))
+	tab, err := NewTable(cow.NewOwner(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewValue(tab, "v", Int64, Void, Int64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := v.cells
+	var strs key8Strings
+	prev := ""
+	for range 1000 {
+		x := int64(r.Uint64())
+		h, k := c.locate8(x)
+		hb, ck, err := c.locate(x, VoidNamespace{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isKey8(ck) || key8Of(ck) != k || h != hb || key8Hash(k) != compositeHash(ck) {
+			t.Fatalf("key %d: locate8 gives %#x (hash %#x); the composite key %q reads as %#x (hash %#x)", x, k, h, ck, key8Of(ck), hb)
+		}
+		if s := key8Str(k); s != ck || strs.of(k) != ck {
+			t.Fatalf("key %d: the word %#x reads back as %q / %q, want %q", x, k, s, strs.of(k), ck)
+		}
+		if prev != "" && compareKey8(key8Of(prev), k) != strings.Compare(prev, ck) {
+			t.Fatalf("compareKey8 orders %q and %q unlike their bytes", prev, ck)
+		}
+		prev = ck
+	}
+	for _, ck := range []string{"\x08abcdefg", "\x07abcdefgh", "\x08abcdefgh\x00", ""} {
+		if isKey8(ck) {
+			t.Fatalf("isKey8(%q) = true", ck)
+		}
+	}
+}
+
 // key15Of8 builds the same key as makeKey does from the composite key's
 // bytes (length byte 8, then the key), in registers on a little-endian
 // machine and through memory otherwise; both ways are checked here, and

@@ -34,7 +34,8 @@ type cells[K, N, C any] struct {
 	parts    *cellParts[C] // list and map states only
 	ttl      *ttlHooks[C]  // states with a TTL only
 	// fixedKey is the key codec's fixedInt when N is VoidNamespace: the
-	// composite key is then built inline as a key15 (locateFixed).
+	// composite key is then built inline, as the key8 map's word for an
+	// 8-byte key (locate8), else as a key15 (locateFixed).
 	fixedKey fixedInt
 	keyCheck keyCheck // what a restored composite key must decode as
 	// migrate, for a state whose value codec is Evolving, returns the
@@ -97,43 +98,41 @@ func (c *cells[K, N, C]) checkGroup(keyHash uint64) error {
 // encoding (nothing): see EntryHash.
 var voidLow = EntryHash(0, nil)
 
-// locateFixed is locate for a state whose key codec is fixed-width and
-// whose namespace is VoidNamespace (c.fixedKey.w != 0): the composite key
-// (the length byte, then the key's w bytes) is built in a key15 with no
-// call through the codec and no scratch buffer, and an 8-byte key is
-// hashed inline (locate8). It returns what locate returns, the key as the
-// map holds it. Every state of integer keys without windows goes this
-// way; get, put and update of an 8-byte key on a table that owns every
-// key group call locate8 alone: the per-event path of BenchmarkJob.
+// locateFixed is locate for a state whose key codec is fixed-width of
+// other than 8 bytes and whose namespace is VoidNamespace (c.fixedKey.w
+// != 0, 8): the composite key (the length byte, then the key's w bytes)
+// is built in a key15 with no call through the codec and no scratch
+// buffer. It returns what locate returns, the key as the map holds it.
 func (c *cells[K, N, C]) locateFixed(key K) (uint64, key15, error) {
-	var h uint64
 	var k key15
-	if f := c.fixedKey; f.w == 8 {
-		h, k = c.locate8(key)
-	} else {
-		b := (*[16]byte)(unsafe.Pointer(&k))
-		b[0], b[1] = uint8(1+f.w), uint8(f.w)
-		f.encode(b[2:2+f.w], unsafe.Pointer(&key))
-		h = fixedEntryHash(HashKey(b[2 : 2+f.w]))
-	}
-	if !c.t.ownsAll {
-		// The entry hash keeps the key hash's leading keyHashBits bits,
-		// all that the key group depends on.
-		if err := c.checkGroup(h); err != nil {
-			return 0, k, err
-		}
-	}
-	return h, k, nil
+	f := c.fixedKey
+	b := (*[16]byte)(unsafe.Pointer(&k))
+	b[0], b[1] = uint8(1+f.w), uint8(f.w)
+	f.encode(b[2:2+f.w], unsafe.Pointer(&key))
+	h := fixedEntryHash(HashKey(b[2 : 2+f.w]))
+	return h, k, c.checkFixedGroup(h)
 }
 
-// locate8 returns the entry hash and the composite key of an 8-byte key
+// checkFixedGroup is checkGroup for the entry hash h of a key with no
+// namespace, which keeps the key hash's leading keyHashBits bits, all
+// that the key group depends on; the call is made only when the table
+// does not own every key group.
+func (c *cells[K, N, C]) checkFixedGroup(h uint64) error {
+	if c.t.ownsAll {
+		return nil
+	}
+	return c.checkGroup(h)
+}
+
+// locate8 returns the entry hash and the key8 map's key of an 8-byte key
 // (c.fixedKey.w == 8) with no namespace, with no key-group check: small
 // enough to be inlined, so that get, put and update on a table that owns
 // every key group make no call before the map's (BenchmarkReadModifyWrite
-// at size=1000: decision 0041).
-func (c *cells[K, N, C]) locate8(key K) (uint64, key15) {
-	be := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&key)) ^ c.fixedKey.flip) // the big-endian bytes
-	return fixedEntryHash(hash8(be)), key15Of8(be)                                // hash8: HashKey of those bytes
+// at size=1000: decision 0041). Every state of int64, uint64 or float64
+// keys without windows goes this way: the per-event path of BenchmarkJob.
+func (c *cells[K, N, C]) locate8(key K) (uint64, uint64) {
+	k := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&key)) ^ c.fixedKey.flip) // the big-endian bytes, read little-endian
+	return key8Hash(k), k
 }
 
 // fixedEntryHash is the entry hash of a key of hash keyHash with no
@@ -143,56 +142,84 @@ func fixedEntryHash(keyHash uint64) uint64 {
 	return keyHash&^low | voidLow
 }
 
-// location is a located (key, ns): its entry hash and its composite key,
-// inline when the state's keys are fixed-width with no namespace
-// (locateFixed), else as the bytes locate returns (valid until the next
-// locate).
+// location is a located (key, ns): its entry hash and its key as one of
+// the maps holds it: the key8 map's word or a key15 when the state's keys
+// are fixed-width with no namespace (locate8, locateFixed), else the
+// bytes locate returns (valid until the next locate).
 type location struct {
 	h     uint64
 	ck    string
+	k8    uint64
 	k     key15
-	fixed bool
+	class locClass
 }
+
+type locClass uint8
+
+const (
+	locBytes locClass = iota // ck
+	locKey8                  // k8
+	locKey15                 // k
+)
 
 // find locates (key, ns) for several operations on one entry (a TTL
 // read that removes or refreshes what it read).
 func (c *cells[K, N, C]) find(key K, ns N) (location, error) {
-	if c.fixedKey.w != 0 {
-		h, k, err := c.locateFixed(key)
-		return location{h: h, k: k, fixed: true}, err
+	switch c.fixedKey.w {
+	case 8:
+		h, k := c.locate8(key)
+		return location{h: h, k8: k, class: locKey8}, c.checkFixedGroup(h)
+	case 0:
+		h, ck, err := c.locate(key, ns)
+		return location{h: h, ck: ck}, err
 	}
-	h, ck, err := c.locate(key, ns)
-	return location{h: h, ck: ck}, err
+	h, k, err := c.locateFixed(key)
+	return location{h: h, k: k, class: locKey15}, err
 }
 
 func (m *cellMap[C]) getLoc(l *location) (C, bool) {
-	if l.fixed {
+	switch l.class {
+	case locKey8:
+		return m.k8.GetHashed(l.h, l.k8)
+	case locKey15:
 		return m.k15.GetHashed(l.h, l.k)
 	}
 	return m.get(l.h, l.ck)
 }
 
 func (m *cellMap[C]) setLoc(l *location, cell C) {
-	if l.fixed {
+	switch l.class {
+	case locKey8:
+		m.k8.SetHashed(l.h, l.k8, cell, nil)
+	case locKey15:
 		m.k15.SetHashed(l.h, l.k, cell, nil)
-		return
+	default:
+		m.set(l.h, l.ck, cell, true)
 	}
-	m.set(l.h, l.ck, cell, true)
 }
 
 func (m *cellMap[C]) deleteLoc(l *location) {
-	if l.fixed {
+	switch l.class {
+	case locKey8:
+		m.k8.DeleteHashed(l.h, l.k8)
+	case locKey15:
 		m.k15.DeleteHashed(l.h, l.k)
-		return
+	default:
+		m.delete(l.h, l.ck)
 	}
-	m.delete(l.h, l.ck)
 }
 
 // get returns the cell of (key, ns).
 func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
-	if c.fixedKey.w == 8 && c.t.ownsAll {
+	if c.fixedKey.w == 8 {
 		h, k := c.locate8(key)
-		v, ok := c.m.k15.GetHashed(h, k)
+		if !c.t.ownsAll {
+			if err := c.checkGroup(h); err != nil {
+				var zero C
+				return zero, false, err
+			}
+		}
+		v, ok := c.m.k8.GetHashed(h, k)
 		return v, ok, nil
 	}
 	if c.fixedKey.w != 0 {
@@ -215,9 +242,14 @@ func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 
 // put stores the cell of (key, ns).
 func (c *cells[K, N, C]) put(key K, ns N, v C) error {
-	if c.fixedKey.w == 8 && c.t.ownsAll {
+	if c.fixedKey.w == 8 {
 		h, k := c.locate8(key)
-		c.m.k15.SetHashed(h, k, v, nil)
+		if !c.t.ownsAll {
+			if err := c.checkGroup(h); err != nil {
+				return err
+			}
+		}
+		c.m.k8.SetHashed(h, k, v, nil)
 		return nil
 	}
 	if c.fixedKey.w != 0 {
@@ -240,9 +272,14 @@ func (c *cells[K, N, C]) put(key K, ns N, v C) error {
 // the map walked once when the leaf is the writer's (cellMap.update). f
 // may use the state itself (the scratch buffer is set aside meanwhile).
 func (c *cells[K, N, C]) update(key K, ns N, f func(old C, ok bool) C) error {
-	if c.fixedKey.w == 8 && c.t.ownsAll {
+	if c.fixedKey.w == 8 {
 		h, k := c.locate8(key)
-		c.m.k15.UpdateHashed(h, k, f, nil)
+		if !c.t.ownsAll {
+			if err := c.checkGroup(h); err != nil {
+				return err
+			}
+		}
+		c.m.k8.UpdateHashed(h, k, f, nil)
 		return nil
 	}
 	if c.fixedKey.w != 0 {
@@ -266,6 +303,14 @@ func (c *cells[K, N, C]) update(key K, ns N, f func(old C, ok bool) C) error {
 
 // clear removes the cell of (key, ns).
 func (c *cells[K, N, C]) clear(key K, ns N) error {
+	if c.fixedKey.w == 8 {
+		h, k := c.locate8(key)
+		err := c.checkFixedGroup(h)
+		if err == nil {
+			c.m.k8.DeleteHashed(h, k)
+		}
+		return err
+	}
 	if c.fixedKey.w != 0 {
 		h, k, err := c.locateFixed(key)
 		if err == nil {

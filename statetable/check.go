@@ -26,14 +26,15 @@ func (t *Table) Check() error {
 
 // check is Table.Check of one state.
 func (c *cells[K, N, C]) check() error {
-	if err := c.m.k15.Check(); err != nil {
-		return err
+	for _, err := range []error{c.m.k8.Check(), c.m.k15.Check(), c.m.k31.Check(), c.m.long.Check()} {
+		if err != nil {
+			return err
+		}
 	}
-	if err := c.m.k31.Check(); err != nil {
-		return err
-	}
-	if err := c.m.long.Check(); err != nil {
-		return err
+	for k := range c.m.k8.All() {
+		if err := c.checkKey(key8Str(k)); err != nil {
+			return err
+		}
 	}
 	for k := range c.m.k15.All() {
 		if err := c.checkKey(keyStr(&k)); err != nil {

@@ -60,7 +60,7 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 	if c.ttl != nil {
 		live = &now
 	}
-	if live != nil || v.k31.Len() > 0 || v.long.Len() > 0 {
+	if live != nil || v.k31.Len() > 0 || v.long.Len() > 0 || v.k8.Len() > 0 && v.k15.Len() > 0 {
 		c.scan(view, lo, hi, live, func(key, cell []byte) bool {
 			dst = appendBlob(appendBlob(dst, key), cell)
 			n++
@@ -68,8 +68,30 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 		})
 		return dst, n
 	}
+	// All entries are in one map of small keys: its leaves are encoded
+	// as they are, an entry's key blob written from the key held.
 	cc := &c.cell
 	var order []int // a run of equal hashes, sorted by key
+	if v.k8.Len() > 0 {
+		v.k8.ScanLeaves(lo, hi, func(ents []cow.MapEntry[uint64, C]) bool {
+			n += len(ents)
+			for i := 0; i < len(ents); i++ {
+				if i+1 == len(ents) || ents[i+1].Hash != ents[i].Hash {
+					k := key15Of8(ents[i].Key)
+					dst = appendEntry15(dst, &k, &ents[i].Val, cc)
+					continue
+				}
+				j := equalHashRun(ents, i, &order, func(a, b *uint64) int { return compareKey8(*a, *b) })
+				for _, x := range order {
+					k := key15Of8(ents[x].Key)
+					dst = appendEntry15(dst, &k, &ents[x].Val, cc)
+				}
+				i = j - 1
+			}
+			return true
+		})
+		return dst, n
+	}
 	v.k15.ScanLeaves(lo, hi, func(ents []cow.MapEntry[key15, C]) bool {
 		n += len(ents)
 		for i := 0; i < len(ents); i++ {
@@ -77,25 +99,33 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 				dst = appendEntry15(dst, &ents[i].Key, &ents[i].Val, cc)
 				continue
 			}
-			// Equal hashes (keys whose 40-bit hashes collide) are in
-			// insertion order in the map, and in key order in the file.
-			j := i + 1
-			for j < len(ents) && ents[j].Hash == ents[i].Hash {
-				j++
-			}
-			order = order[:0]
-			for k := i; k < j; k++ {
-				order = append(order, k)
-			}
-			slices.SortFunc(order, func(a, b int) int { return cmp.Compare(keyStr(&ents[a].Key), keyStr(&ents[b].Key)) })
-			for _, k := range order {
-				dst = appendEntry15(dst, &ents[k].Key, &ents[k].Val, cc)
+			j := equalHashRun(ents, i, &order, func(a, b *key15) int { return cmp.Compare(keyStr(a), keyStr(b)) })
+			for _, x := range order {
+				dst = appendEntry15(dst, &ents[x].Key, &ents[x].Val, cc)
 			}
 			i = j - 1
 		}
 		return true
 	})
 	return dst, n
+}
+
+// equalHashRun returns the end of the run of entries from ents[i] that
+// have its hash (keys whose 40-bit hashes collide), and sets *order to
+// their indexes sorted by compare: the map holds them in insertion order,
+// a file in key order.
+func equalHashRun[K comparable, C any](ents []cow.MapEntry[K, C], i int, order *[]int, compare func(a, b *K) int) int {
+	j := i + 1
+	for j < len(ents) && ents[j].Hash == ents[i].Hash {
+		j++
+	}
+	o := (*order)[:0]
+	for k := i; k < j; k++ {
+		o = append(o, k)
+	}
+	slices.SortFunc(o, func(a, b int) int { return compare(&ents[a].Key, &ents[b].Key) })
+	*order = o
+	return j
 }
 
 // appendEntry15 appends the key blob and the cell blob of an entry of an

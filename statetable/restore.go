@@ -211,7 +211,16 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 		}
 		start := off
 		off = ce
+		// The entries restoreAlike takes have this one's key length and
+		// no namespace, which the check above passed.
+		alike := fixed.w != 0 && pc == fixed.w && pk <= key15Max && pkl == pk-1 && c.keyCheck.widthOnly()
 		switch {
+		case isKey8(ck):
+			e := run.r8.next(run.room(), h, ck, key8Ref)
+			e.Key, e.Val = key8Of(ck), cell
+			if alike {
+				i, off = restoreAlike(&run, &run.r8, i, n, off, b, pk, pc, lo, hi, hiOK, fixed)
+			}
 		case len(ck) <= key15Max:
 			// run.add written out: the common case, and calls of it and
 			// of r15.next did not inline.
@@ -237,10 +246,8 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 				e.Key = makeKey[key15](ck)
 			}
 			e.Val = cell
-			// The entries restoreAlike takes have this one's key length
-			// and no namespace, which the check above passed.
-			if fixed.w != 0 && pc == fixed.w && pk <= key15Max && pkl == pk-1 && c.keyCheck.widthOnly() {
-				i, off = c.restoreAlike(&run, i, n, off, b, pk, pc, lo, hi, hiOK, fixed)
+			if alike {
+				i, off = restoreAlike(&run, r15, i, n, off, b, pk, pc, lo, hi, hiOK, fixed)
 			}
 		default:
 			run.add(h, ck, cell)
@@ -250,7 +257,8 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 	return off, nil
 }
 
-// restoreAlike stores, after entry i of a run of n, those of the entries
+// restoreAlike stores in r, the run of run's key class that entry i went
+// to, after entry i of a run of n, those of the entries
 // at b[off:] that are laid out as entry i was (the common case: a key
 // blob of pk bytes holding a key of pk-1 bytes and no namespace, a cell
 // blob of pc bytes of a fixed-width cell, in ascending hash order), and
@@ -261,11 +269,10 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 // loop checks only what may differ, with the entry's bounds fixed, which
 // is a third fewer instructions an entry than the general path
 // (BenchmarkRestore).
-func (c *cells[K, N, C]) restoreAlike(run *cellRun[C], i, n, off int, b []byte, pk, pc int, lo, hi uint64, hiOK bool, fixed fixedInt) (int, int) {
-	r15 := &run.r15
+func restoreAlike[K uint64 | key15, C any](run *cellRun[C], r *runOf[K, C], i, n, off int, b []byte, pk, pc int, lo, hi uint64, hiOK bool, fixed fixedInt) (int, int) {
 	kl := pk - 1
 	stride := 2 + pk + pc
-	last := r15.run[len(r15.run)-1].Hash
+	last := r.run[len(r.run)-1].Hash
 	for i+1 < n && off+max(stride, 1+key15Max) <= len(b) && int(b[off]) == pk && int(b[off+1]) == kl && int(b[off+1+pk]) == pc {
 		kb := b[off+2 : off+1+pk]
 		var keyHash uint64
@@ -275,14 +282,19 @@ func (c *cells[K, N, C]) restoreAlike(run *cellRun[C], i, n, off int, b []byte, 
 			keyHash = HashKey(kb)
 		}
 		h := keyHash&^(1<<(64-keyHashBits)-1) | emptyNamespaceHash
-		l := len(r15.run)
-		if keyHash < lo || hiOK && keyHash >= hi || h <= last || l == cap(r15.run) {
+		l := len(r.run)
+		if keyHash < lo || hiOK && keyHash >= hi || h <= last || l == cap(r.run) {
 			break
 		}
-		r15.run = r15.run[:l+1]
-		e := &r15.run[l]
+		r.run = r.run[:l+1]
+		e := &r.run[l]
 		e.Hash = h
-		loadKey15(&e.Key, b[off:off+1+key15Max])
+		switch k := any(&e.Key).(type) {
+		case *uint64: // the key8 map's: kl is 8
+			*k = binary.LittleEndian.Uint64(b[off+2 : off+10])
+		case *key15:
+			loadKey15(k, b[off:off+1+key15Max])
+		}
 		fixed.decode(b[off+2+pk:off+stride], unsafe.Pointer(&e.Val))
 		last = h
 		run.added++

@@ -185,13 +185,13 @@ type ttlHooks[C any] struct {
 	// TTL, every part stamped to expire at exp. Writer goroutine only.
 	decPlain func(src []byte, exp int64) (C, error)
 	// cur is where the incremental cleanup resumes: a key class (the
-	// cellMap's k15, k31 and long maps) and an entry hash in it.
+	// cellMap's k8, k15, k31 and long maps) and an entry hash in it.
 	cur struct {
 		class int
 		pos   uint64
 	}
 	// buckets are the floors of each key class's buckets of hashes.
-	buckets [3]ttlBuckets
+	buckets [4]ttlBuckets
 	// floor is a time before which nothing in the state expires
 	// (math.MinInt64: unknown), found by the last clean round: while the
 	// clock is below it, a cleanup step costs nothing. It holds while the
@@ -366,8 +366,10 @@ func (c *cells[K, N, C]) cleanupStep(budget int, now int64) (visited, removed in
 		var done bool
 		switch h.cur.class {
 		case 0:
-			v, r, skipped, done = cleanMap(c.m.k15, budget-work, now, h)
+			v, r, skipped, done = cleanMap(c.m.k8, budget-work, now, h)
 		case 1:
+			v, r, skipped, done = cleanMap(c.m.k15, budget-work, now, h)
+		case 2:
 			v, r, skipped, done = cleanMap(c.m.k31, budget-work, now, h)
 		default:
 			v, r, skipped, done = cleanMap(c.m.long, budget-work, now, h)
@@ -376,7 +378,7 @@ func (c *cells[K, N, C]) cleanupStep(budget int, now int64) (visited, removed in
 		removed += r
 		work += v + skipped/16
 		if done {
-			h.cur.class, h.cur.pos = (h.cur.class+1)%3, 0
+			h.cur.class, h.cur.pos = (h.cur.class+1)%len(h.buckets), 0
 			if h.cur.class == 0 {
 				h.floor = math.MinInt64
 				if h.round.clean && h.round.backs == c.t.clockBacks {
