@@ -52,7 +52,7 @@ func sameByHash(got, want []hashedEntry) bool {
 	return slices.Equal(got, want)
 }
 
-// TestCellMap_ShortAndLongKeys drives a cellMap with keys of all three
+// TestCellMap_ShortAndLongKeys drives a cellMap with keys of all four
 // classes against a Go map: lookups, iteration and scans in hash order
 // across the maps, views frozen at capture, diffs and restored runs.
 func TestCellMap_ShortAndLongKeys(t *testing.T) {
@@ -68,7 +68,9 @@ func TestCellMap_ShortAndLongKeys(t *testing.T) {
 		var snaps []frozen
 		// Composite keys (one length byte more) on both sides of each
 		// class's limit.
-		keys := rapid.SampledFrom([]string{"", "a", "bb", strings.Repeat("g", 13), strings.Repeat("h", 14),
+		// Keys of 8 bytes go to the key8 map, and 7 and 9 bytes beside.
+		keys := rapid.SampledFrom([]string{"", "a", "bb", strings.Repeat("k", 7), "abcdefgh", "hgfedcba",
+			"stuvwxyz", strings.Repeat("m", 9), strings.Repeat("g", 13), strings.Repeat("h", 14),
 			strings.Repeat("i", 15), strings.Repeat("c", 29), strings.Repeat("d", 30),
 			strings.Repeat("e", 31), strings.Repeat("f", 40), longKey, longKey + "2"})
 		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
