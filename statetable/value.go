@@ -62,10 +62,27 @@ func (s *ValueState[K, N, V]) handle() any     { return s }
 
 func (s *ValueState[K, N, V]) ttlRuntime() *ttlRuntime { return runtimeOf(s.ttl) }
 
+// direct8 reports whether Get, Put and Update go to the key8 map
+// directly: a state without TTL, of 8-byte keys with no namespace, on a
+// table that owns every key group. They then locate the key inline and
+// call the map, the first case of cells.get, put and update written out
+// so that an event makes one call fewer (BenchmarkReadModifyWrite at
+// size=1000, decision 0042).
+func (s *ValueState[K, N, V]) direct8() bool {
+	return s.ttl == nil && s.fixedKey.w == 8 && s.t.ownsAll
+}
+
 // Get returns the value of (key, ns), or the default. O(log n). With a
 // TTL, an expired value is removed and reads as the default unless the
 // TTL's visibility returns it once. Writer goroutine only.
 func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
+	if s.direct8() {
+		h, k := s.locate8(key)
+		if v, ok := s.m.k8.GetHashed(h, k); ok {
+			return v, nil
+		}
+		return s.def, nil
+	}
 	v, ok, err := s.Lookup(key, ns)
 	if !ok {
 		return s.def, err
@@ -78,6 +95,11 @@ func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
 // not mutate what it references afterwards. Putting an equal value (see
 // equalityFor) changes nothing. Writer goroutine only.
 func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
+	if s.direct8() {
+		h, k := s.locate8(key)
+		s.m.k8.SetHashed(h, k, v, nil)
+		return nil
+	}
 	if s.ttl != nil {
 		return s.ttl.putLive(key, ns, v, s.ttl.now())
 	}
@@ -99,10 +121,7 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 		}
 		return f(old)
 	}
-	if s.ttl == nil && s.fixedKey.w == 8 && s.t.ownsAll {
-		// cells.update's first case, written here so that the event
-		// makes one call fewer (BenchmarkReadModifyWrite at size=1000,
-		// decision 0042).
+	if s.direct8() {
 		h, k := s.locate8(key)
 		s.m.k8.UpdateHashed(h, k, apply, nil)
 		return nil

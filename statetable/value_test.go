@@ -261,3 +261,45 @@ func TestValueState_UpdateKeyGroupNotOwned(t *testing.T) {
 		t.Fatalf("refused %d and %d of 64 keys; want some of each, with half the key groups owned", refusedInt, refusedStr)
 	}
 }
+
+// On a table that owns only some key groups, every operation of a value
+// state of int64 keys (which locates keys inline, decision 0042) refuses
+// a key of a group it does not own and takes any other: its key group is
+// KeyGroupOf the hash of the key's encoding, whichever operation asks.
+func TestValueState_Int64KeysKeyGroupNotOwned(t *testing.T) {
+	const maxPar = 16
+	owned := KeyGroupRange{First: 0, Last: 7}
+	half, err := NewTable(cow.NewOwner(), Config{MaxParallelism: maxPar, KeyGroups: &owned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints, err := NewValue(half, "ints", Int64, Void, Int64, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for k := range int64(64) {
+		want := owned.Contains(KeyGroupOf(HashKey(Int64.Append(nil, k)), maxPar))
+		if !want {
+			refused++
+		}
+		ops := map[string]error{"Put": ints.Put(k, VoidNamespace{}, k)}
+		_, ops["Get"] = ints.Get(k, VoidNamespace{})
+		_, _, ops["Lookup"] = ints.Lookup(k, VoidNamespace{})
+		ops["Update"] = ints.Update(k, VoidNamespace{}, func(v int64) int64 { return v + 1 })
+		if want {
+			if v, err := ints.Get(k, VoidNamespace{}); err != nil || v != k+1 {
+				t.Fatalf("key %d: Get after Put and Update = %d, %v; want %d", k, v, err, k+1)
+			}
+		}
+		ops["Clear"] = ints.Clear(k, VoidNamespace{})
+		for op, err := range ops {
+			if got := !errors.Is(err, ErrKeyGroupNotOwned); got != want || want && err != nil {
+				t.Fatalf("key %d: %s = %v; the table owns its key group: %v", k, op, err, want)
+			}
+		}
+	}
+	if refused == 0 || refused == 64 {
+		t.Fatalf("%d of 64 keys in groups not owned; want some", refused)
+	}
+}
