@@ -171,7 +171,10 @@
 // temporaries of older epochs at once, and a manifest's temporary files
 // with the manifests of their number (once four newer manifests are
 // committed: a stale writer may still be committing one of the newest
-// numbers, and must then find it taken, not vanished).
+// numbers, and must then find it taken, not vanished). A writer slower
+// than that, whose temporary file is gone when it commits, finds a newer
+// manifest listed: taking the store, it starts over from the newest; a
+// store that owned it is fenced.
 //
 // # Errors
 //

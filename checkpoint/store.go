@@ -254,6 +254,12 @@ func (s *Store) create(ctx context.Context, sm *storeManifest) error {
 				err = nil
 			}
 		}
+		if errors.Is(err, fs.ErrNotExist) && s.manifestAbove(ctx, sm.Seq) {
+			// The temporary file vanished before the commit: a newer
+			// owner's cleanup removes a manifest's temporaries once newer
+			// manifests are committed (see Crash leftovers).
+			return fmt.Errorf("%w: %s could not be committed: %v", errSuperseded, name, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -272,6 +278,21 @@ func (s *Store) create(ctx context.Context, sm *storeManifest) error {
 		return fmt.Errorf("%w: %s was created after %s was removed", errSuperseded, name, manifestName(sm.Seq-1))
 	}
 	return err
+}
+
+// manifestAbove reports whether the storage lists a manifest numbered
+// above seq (false if it cannot be listed).
+func (s *Store) manifestAbove(ctx context.Context, seq uint64) bool {
+	names, err := s.st.List(ctx)
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		if q, ok := manifestSeq(n); ok && q > seq {
+			return true
+		}
+	}
+	return false
 }
 
 // head is what the newest manifests of a storage say.
