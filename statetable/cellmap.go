@@ -487,8 +487,9 @@ func inlineDiff[K inlineKey, C any](prev, next *cow.MapSnapshot[K, C]) diffSourc
 // key8Diff is inlineDiff of two versions of the key8 map.
 func key8Diff[C any](prev, next *cow.MapSnapshot[uint64, C]) diffSource[C] {
 	return diffSource[C]{prev.Len() + next.Len(), func(yield func(uint64, string, cow.Change[string, C]) bool) {
+		var strs key8Strings
 		for ch := range cow.DiffMaps(prev, next) {
-			ck := key8Str(ch.Key)
+			ck := strs.of(ch.Key)
 			if !yield(key8Hash(ch.Key), ck, cow.Change[string, C]{Kind: ch.Kind, Key: ck, Old: ch.Old, New: ch.New}) {
 				return
 			}

@@ -2,10 +2,14 @@ package statetable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/cowstate/cowstate/cow"
 )
 
 // dump returns every entry of every state of snap, key group by key group.
@@ -241,6 +245,59 @@ func TestRestoreRun_AnyOrder(t *testing.T) {
 		}
 		if got != want {
 			t.Fatalf("%s: got %d want %d", k, got, want)
+		}
+	}
+}
+
+// The bytes of a diff's changes come from shared chunks (changeBytes),
+// yet each slice is its receiver's, as EntryChange promises: writing into
+// one or appending to it leaves every other change as it was.
+func TestDiffState_ChangesOwnTheirBytes(t *testing.T) {
+	tb, err := NewTable(cow.NewOwner(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewValue(tb, "v", Int64, Void, String, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := tb.View(tb.owner.Capture())
+	defer prev.Capture().Release()
+	want := map[string]string{}
+	for k := range int64(2000) {
+		val := strings.Repeat("x", int(k%300)) // some cells larger than the room left in a chunk
+		if err := v.Put(k, VoidNamespace{}, val); err != nil {
+			t.Fatal(err)
+		}
+		want[string(Int64.Append(binary.AppendUvarint(nil, 8), k))] = string(String.Append(nil, val))
+	}
+	next := tb.View(tb.owner.Capture())
+	defer next.Capture().Release()
+	var got []EntryChange
+	if err := DiffState(prev, next, "v", func(c EntryChange) bool {
+		got = append(got, c)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		got[i].Key = append(got[i].Key, 0xff) // must copy, not write into the next change
+		got[i].Cell = append(got[i].Cell, 0xff)
+		if len(got[i].Cell) > 1 {
+			got[i].Cell[0] ^= 0xff
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d changes, want %d", len(got), len(want))
+	}
+	for _, c := range got {
+		key, cell := string(c.Key[:len(c.Key)-1]), c.Cell[:len(c.Cell)-1]
+		if len(cell) > 0 {
+			cell = append([]byte(nil), cell...)
+			cell[0] ^= 0xff
+		}
+		if w, ok := want[key]; c.Op != OpPut || !ok || string(cell) != w {
+			t.Fatalf("change of key %x: op %v, cell %q; want a put of %q", key, c.Op, cell, w)
 		}
 	}
 }
