@@ -303,9 +303,10 @@ func seekLeaf[K comparable, V any](p unsafe.Pointer, n uintptr, h, rest uint64, 
 }
 
 // leafWindow is how many entries around the interpolated position a leaf
-// search compares with no branch on the outcome (seekLeaf): four 32-byte
-// entries on either side of the guess, where the guess is off by three or
-// fewer in most lookups at the leaf sizes of 1M-10M entries.
+// search compares with no branch on the outcome (seekLeaf): four entries
+// on either side of the guess (24 or 32 bytes each for a state's int64
+// keys and values), where the guess is off by three or fewer in most
+// lookups at the leaf sizes of 1M-10M entries.
 const leafWindow = 8
 
 // leafWindowMin is the least leaf length searched by a window: in a

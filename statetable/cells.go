@@ -213,11 +213,9 @@ func (m *cellMap[C]) deleteLoc(l *location) {
 func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 	if c.fixedKey.w == 8 {
 		h, k := c.locate8(key)
-		if !c.t.ownsAll {
-			if err := c.checkGroup(h); err != nil {
-				var zero C
-				return zero, false, err
-			}
+		if err := c.checkFixedGroup(h); err != nil {
+			var zero C
+			return zero, false, err
 		}
 		v, ok := c.m.k8.GetHashed(h, k)
 		return v, ok, nil
@@ -244,13 +242,11 @@ func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 func (c *cells[K, N, C]) put(key K, ns N, v C) error {
 	if c.fixedKey.w == 8 {
 		h, k := c.locate8(key)
-		if !c.t.ownsAll {
-			if err := c.checkGroup(h); err != nil {
-				return err
-			}
+		err := c.checkFixedGroup(h)
+		if err == nil {
+			c.m.k8.SetHashed(h, k, v, nil)
 		}
-		c.m.k8.SetHashed(h, k, v, nil)
-		return nil
+		return err
 	}
 	if c.fixedKey.w != 0 {
 		h, k, err := c.locateFixed(key)
@@ -274,13 +270,11 @@ func (c *cells[K, N, C]) put(key K, ns N, v C) error {
 func (c *cells[K, N, C]) update(key K, ns N, f func(old C, ok bool) C) error {
 	if c.fixedKey.w == 8 {
 		h, k := c.locate8(key)
-		if !c.t.ownsAll {
-			if err := c.checkGroup(h); err != nil {
-				return err
-			}
+		err := c.checkFixedGroup(h)
+		if err == nil {
+			c.m.k8.UpdateHashed(h, k, f, nil)
 		}
-		c.m.k8.UpdateHashed(h, k, f, nil)
-		return nil
+		return err
 	}
 	if c.fixedKey.w != 0 {
 		h, k, err := c.locateFixed(key)
