@@ -786,6 +786,9 @@ func TestMergeCount(t *testing.T) {
 
 // TestStore_PolicyChangeShare: many changes make a full checkpoint, few an
 // incremental one.
+// TestStore_PolicyChangeShare: a checkpoint changing more than
+// MaxChangeShare (10%) of the entries is full, and so is the one after it,
+// whose base was not kept; then checkpoints are incremental again.
 func TestStore_PolicyChangeShare(t *testing.T) {
 	j := testjob.New(t, 16, nil)
 	for i := range 2000 {
@@ -793,7 +796,8 @@ func TestStore_PolicyChangeShare(t *testing.T) {
 	}
 	s := open(t, j, Memory(), Options{})
 	kinds := ""
-	for id, changes := range []int{0, 300, 2, 250, 1} { // 15%, 0.1%, 12.5%, 0.05% of 2000
+	// 15%, 0.1%, 0.1%, 12.5%, 0.05%, 0.05% of 2000
+	for id, changes := range []int{0, 300, 2, 2, 250, 1, 1} {
 		for i := range changes {
 			j.Value.Put(fmt.Sprint("k", i), "n", int64(id+10))
 		}
@@ -804,8 +808,64 @@ func TestStore_PolicyChangeShare(t *testing.T) {
 		s.Confirm(cp.ID())
 		kinds += string(cp.Manifest().Kind)[:1]
 	}
-	if kinds != "ffifi" {
-		t.Fatalf("kinds %s, want ffifi", kinds)
+	if kinds != "fffiffi" {
+		t.Fatalf("kinds %s, want fffiffi", kinds)
+	}
+}
+
+// TestStore_NoBaseWhileChangesStayHigh: while every checkpoint changes
+// more than MaxChangeShare, the store keeps no snapshot between
+// checkpoints (the writer runs with no capture live) except before a
+// probe: a diff after 1, then 3, then every 7 checkpoints confirmed
+// without keeping their snapshot. Once changes fall, the next probe finds
+// it and checkpoints are incremental again. Every checkpoint restores to
+// what was captured.
+func TestStore_NoBaseWhileChangesStayHigh(t *testing.T) {
+	st := Memory()
+	j := testjob.New(t, 16, nil)
+	for i := range 1000 {
+		j.Value.Put(fmt.Sprint("k", i), "n", 0)
+	}
+	s := open(t, j, st, Options{Retention: Retention{KeepLast: 30}})
+	kinds, kept := "", ""
+	dumps := map[uint64][]string{}
+	for id := uint64(1); id <= 17; id++ {
+		changes := 500 // 50% of the entries
+		if id >= 12 {
+			changes = 3
+		}
+		for i := range changes {
+			j.Value.Put(fmt.Sprint("k", (int(id)*37+i)%1000), "n", int64(id))
+		}
+		cp, want, err := checkpoint(t, j, s, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dumps[id] = want
+		s.Confirm(id)
+		kinds += string(cp.Manifest().Kind)[:1]
+		switch n := j.B.LiveSnapshots(); n {
+		case 0:
+			kept += "-"
+		case 1:
+			kept += "k"
+		default:
+			t.Fatalf("checkpoint %d: %d snapshots live after its confirm", id, n)
+		}
+	}
+	// Diffs with too many changes at 2, 4 and 8; changes fall at 12, which
+	// the probe at 16 finds.
+	if wantKinds, wantKept := "fffffffffffffffii", "k-k---k-------kkk"; kinds != wantKinds || kept != wantKept {
+		t.Fatalf("kinds %s kept %s, want %s and %s", kinds, kept, wantKinds, wantKept)
+	}
+	for _, id := range []uint64{3, 13, 17} {
+		r, _, err := restoreStore(t, st, id, nil)
+		if err != nil {
+			t.Fatalf("restore of %d: %v", id, err)
+		}
+		if got := r.Dump(t, nil); !slices.Equal(got, dumps[id]) {
+			t.Fatalf("checkpoint %d restored %d entries, differing from the %d captured", id, len(got), len(dumps[id]))
+		}
 	}
 }
 
