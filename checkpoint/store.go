@@ -192,29 +192,40 @@ type checkpointBase struct {
 // checkpoint diffed against a kept base) finds too many changes again; a
 // delta written resets it. A store whose changes stay high so diffs once
 // in eight checkpoints, and one whose changes fall back finds out within
-// eight.
+// eight. Whether a checkpoint with no base is kept is decided as it is
+// taken, so that its snapshot is released as soon as its write has read
+// it, before the storage's commit (Checkpoint.releaseWhenRead).
 type baseSkips struct {
-	left int // confirmed checkpoints still to confirm without keeping the snapshot
-	run  int // checkpoints skipped after the last diff with too many changes
+	left int // checkpoints still to take without keeping their snapshot
+	run  int // checkpoints not kept after the last diff with too many changes
 }
 
 // baseSkipMax is the most checkpoints confirmed in a row without keeping
 // their snapshot, after diffs that kept finding too many changes.
 const baseSkipMax = 7
 
+// skipTaken reports, as a checkpoint with no base is taken, whether its
+// snapshot is not to be kept; s.mu held.
+func (k *baseSkips) skipTaken() bool {
+	if k.left > 0 {
+		k.left--
+		return true
+	}
+	return false
+}
+
 // keep reports whether checkpoint cp's snapshot is kept as the next base,
 // as cp is confirmed; s.mu held.
 func (k *baseSkips) keep(cp *Checkpoint) bool {
 	switch {
+	case cp.releaseWhenRead:
+		return false
 	case cp.tooManyChanges:
 		k.run = min(2*k.run+1, baseSkipMax)
-		k.left = k.run
+		k.left = k.run - 1 // cp is the first not kept
+		return false
 	case cp.kind == KindIncremental:
 		k.run, k.left = 0, 0
-	}
-	if k.left > 0 {
-		k.left--
-		return false
 	}
 	return true
 }
@@ -481,11 +492,16 @@ type Checkpoint struct {
 	savepoint bool
 	done      chan struct{}
 	cancel    context.CancelFunc
-	snap      *cowstate.Snapshot // live until confirmed and replaced, or dropped
+	snap      *cowstate.Snapshot // live until confirmed and replaced, dropped, or read (releaseWhenRead)
 	names     []string           // objects cleanup leaves alone while it runs
 	userMeta  []byte
 	progress  snapshot.Progress
 	capture   time.Duration
+	// releaseWhenRead, set when it is taken: the snapshot is not to be the
+	// next base (baseSkips), so the full write releases it once it has read
+	// it, before the storage's commit (a directory's fsync, an object
+	// store's upload).
+	releaseWhenRead bool
 
 	// Set by the write's goroutine, read once done is closed.
 	kind           Kind          // the kind being written
@@ -615,6 +631,7 @@ func (s *Store) take(ctx context.Context, id uint64, savepoint bool, userMeta []
 		}
 	} else {
 		base = nil
+		cp.releaseWhenRead = s.baseSkips.skipTaken()
 	}
 	s.pending[id] = cp
 	s.use(cp.names...)
@@ -748,7 +765,11 @@ func (s *Store) writeFull(ctx context.Context, cp *Checkpoint, name string, save
 		if savepoint {
 			write = cowstate.WriteSavepoint
 		}
-		return write(ctx, w, cp.snap, &cp.progress)
+		err := write(ctx, w, cp.snap, &cp.progress)
+		if cp.releaseWhenRead && !savepoint {
+			cp.snap.Release() // no reader left: the writer stops copying
+		}
+		return err
 	})
 	cp.written += size
 	seg := Segment{Name: name, Target: cp.id, Size: size, Sum: sumHex(sum)}

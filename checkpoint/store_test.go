@@ -827,7 +827,7 @@ func TestStore_NoBaseWhileChangesStayHigh(t *testing.T) {
 		j.Value.Put(fmt.Sprint("k", i), "n", 0)
 	}
 	s := open(t, j, st, Options{Retention: Retention{KeepLast: 30}})
-	kinds, kept := "", ""
+	kinds, kept, written := "", "", ""
 	dumps := map[uint64][]string{}
 	for id := uint64(1); id <= 17; id++ {
 		changes := 500 // 50% of the entries
@@ -842,6 +842,7 @@ func TestStore_NoBaseWhileChangesStayHigh(t *testing.T) {
 			t.Fatal(err)
 		}
 		dumps[id] = want
+		written += fmt.Sprint(j.B.LiveSnapshots())
 		s.Confirm(id)
 		kinds += string(cp.Manifest().Kind)[:1]
 		switch n := j.B.LiveSnapshots(); n {
@@ -857,6 +858,12 @@ func TestStore_NoBaseWhileChangesStayHigh(t *testing.T) {
 	// the probe at 16 finds.
 	if wantKinds, wantKept := "fffffffffffffffii", "k-k---k-------kkk"; kinds != wantKinds || kept != wantKept {
 		t.Fatalf("kinds %s kept %s, want %s and %s", kinds, kept, wantKinds, wantKept)
+	}
+	// Snapshots live once each checkpoint is written, before its confirm:
+	// its own and its base's; none when it was taken with no base and is
+	// not to be kept, released as soon as its write had read it.
+	if want := "12120012000000122"; written != want {
+		t.Fatalf("snapshots live after each write: %s, want %s", written, want)
 	}
 	for _, id := range []uint64{3, 13, 17} {
 		r, _, err := restoreStore(t, st, id, nil)
