@@ -19,42 +19,41 @@ import (
 //   - path=walk: the walk and the write alone (lookupAt, then the store),
 //     the floor under both.
 //
-// With -count N the three run in turn N times. Decision 0043 records what
-// they measured.
+// Each run measures the three in turn; to compare them side by side, run
+// the test binary several times. Decision 0043 records what they measured.
 func BenchmarkUpdateOwned(b *testing.B) {
 	for _, size := range []int{1 << 20, 10_000_000} {
-		u := updateOwnedSetup(b, size)
-		inc := func(v int64, _ bool) int64 { return v + 1 }
-		c := u.m.owner.Capture()
-		u.m.ownAll()
-		b.Run(fmt.Sprintf("size=%d/path=owned", size), func(b *testing.B) {
-			i := 0
-			for b.Loop() {
-				k := u.keys[i&(len(u.keys)-1)]
-				u.m.UpdateHashed(u.hashes[k], k, inc, nil)
-				i++
-			}
-		})
-		c.Release()
-		b.Run(fmt.Sprintf("size=%d/path=none", size), func(b *testing.B) {
-			i := 0
-			for b.Loop() {
-				k := u.keys[i&(len(u.keys)-1)]
-				u.m.UpdateHashed(u.hashes[k], k, inc, nil)
-				i++
-			}
-		})
-		b.Run(fmt.Sprintf("size=%d/path=walk", size), func(b *testing.B) {
-			i := 0
-			for b.Loop() {
-				k := u.keys[i&(len(u.keys)-1)]
-				if old, e, ok := u.m.root.lookupAt(u.hashes[k], k); ok {
-					e.val = inc(old, true)
-				}
-				i++
-			}
-		})
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) { updateOwnedPaths(b, size) })
 	}
+}
+
+// updateOwnedPaths runs BenchmarkUpdateOwned's three paths at one size.
+func updateOwnedPaths(b *testing.B, size int) {
+	u := updateOwnedSetup(b, size)
+	inc := func(v int64, _ bool) int64 { return v + 1 }
+	updates := func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			k := u.keys[i&(len(u.keys)-1)]
+			u.m.UpdateHashed(u.hashes[k], k, inc, nil)
+			i++
+		}
+	}
+	c := u.m.owner.Capture()
+	u.m.ownAll()
+	b.Run("path=owned", updates)
+	c.Release()
+	b.Run("path=none", updates)
+	b.Run("path=walk", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			k := u.keys[i&(len(u.keys)-1)]
+			if old, e, ok := u.m.root.lookupAt(u.hashes[k], k); ok {
+				e.val = inc(old, true)
+			}
+			i++
+		}
+	})
 }
 
 type updateOwned struct {
