@@ -183,8 +183,8 @@ type checkpointBase struct {
 // changes between checkpoints are more than Policy.MaxChangeShare allows,
 // the next checkpoint is full whatever its base, and the base only costs
 // the writer: BenchmarkJob at 1M keys every second, where every key
-// changes within the second, kept 0.61-0.72 of the job's rate without
-// checkpoints with a base and 0.85-1.0 without (decision 0044).
+// changes within the second, kept 0.65-0.72 of the job's rate without
+// checkpoints with a base and 0.88-1.03 without (decision 0044).
 //
 // So after a checkpoint whose diff found too many changes, the snapshots
 // of the next checkpoints are not kept, and they are full with no diff:
@@ -766,7 +766,7 @@ func (s *Store) writeFull(ctx context.Context, cp *Checkpoint, name string, save
 			write = cowstate.WriteSavepoint
 		}
 		err := write(ctx, w, cp.snap, &cp.progress)
-		if cp.releaseWhenRead && !savepoint {
+		if cp.releaseWhenRead { // never a savepoint's: see take
 			cp.snap.Release() // no reader left: the writer stops copying
 		}
 		return err
@@ -1114,12 +1114,13 @@ func (s *Store) confirm(id uint64) {
 		s.base.retired = true
 		s.releaseBase(s.base)
 	}
-	s.base = &checkpointBase{manifest: cp.manifest, snap: cp.snap}
+	snap := cp.snap
 	if !s.baseSkips.keep(cp) {
 		// The next checkpoint is full: no capture live until it is taken.
-		cp.snap.Release()
-		s.base.snap = nil
+		snap.Release()
+		snap = nil
 	}
+	s.base = &checkpointBase{manifest: cp.manifest, snap: snap}
 	delete(s.pending, id)
 	for other, p := range s.pending {
 		if other < id {
