@@ -246,6 +246,17 @@ func (v *ValueState[K, V]) Put(key K, val V) error { return v.s.Put(key, noNames
 // read-modify-write that finds the key once.
 func (v *ValueState[K, V]) Update(key K, f func(V) V) error { return v.s.Update(key, noNamespace, f) }
 
+// UpdateEach is Update of keys[0], keys[1], ... in turn, where f(i, old)
+// is the new value of keys[i]: the same result as the calls one by one,
+// with the cache misses of each group of keys overlapped. Use it to
+// apply a batch of events at once; at millions of keys it takes a third
+// less time an event than Update (BenchmarkJob). An error stops it, with
+// the keys before the failing one updated; the error names its index.
+// Writer goroutine only.
+func (v *ValueState[K, V]) UpdateEach(keys []K, f func(i int, old V) V) error {
+	return v.s.UpdateEach(keys, noNamespace, f)
+}
+
 // Clear removes key's value.
 func (v *ValueState[K, V]) Clear(key K) error { return v.s.Clear(key, noNamespace) }
 

@@ -36,9 +36,13 @@ const jobLoad = 1
 // takes none. An untimed load first sets every key's count to jobLoad. An
 // op is one event.
 //
-//   - impl=cowstate: a value state of a cowstate.Backend (cowstateUpdate: one
-//     ValueState.Update), checkpointed by a checkpoint.Loop on a local directory
-//     (fsync on; incremental checkpoints with the default policy).
+//   - impl=cowstate: a value state of a cowstate.Backend, each batch's
+//     events applied at its end by one ValueState.UpdateEach (a job that
+//     reads its events a batch at a time, as from a broker's poll),
+//     checkpointed by a checkpoint.Loop on a local directory (fsync on;
+//     incremental checkpoints with the default policy).
+//   - impl=cowstate-update: the same, each event applied as it comes by one
+//     ValueState.Update (cowstateUpdate).
 //   - impl=map: a map[int64]int64 (m[k]++). A checkpoint is a maps.Clone on
 //     the writer, the clone then written on another goroutine to a file
 //     (16 bytes a pair, fsync, rename over the previous one). At most one
@@ -74,7 +78,7 @@ func BenchmarkJob(b *testing.B) {
 		for _, dist := range []string{"uniform", "zipf"} {
 			var s *jobStream
 			for _, every := range []string{"none", "1s", "200ms"} {
-				for _, impl := range []string{"cowstate", "map", "pebble"} {
+				for _, impl := range []string{"cowstate", "cowstate-update", "map", "pebble"} {
 					b.Run(fmt.Sprintf("keys=%d/dist=%s/every=%s/impl=%s", n, dist, every, impl), func(b *testing.B) {
 						if keys == nil {
 							keys = randomKeys(n)
@@ -162,7 +166,9 @@ func runJob(b *testing.B, impl string, keys []int64, s *jobStream, every string)
 	var j jobImpl
 	switch impl {
 	case "cowstate":
-		j = newCowstateJob(b, interval)
+		j = newCowstateJob(b, interval, true)
+	case "cowstate-update":
+		j = newCowstateJob(b, interval, false)
 	case "map":
 		j = newMapJob(b, interval)
 	case "pebble":
@@ -283,14 +289,20 @@ func cowstateUpdate(v *countState, k int64) error { return v.Update(k, increment
 type cowstateJob struct {
 	dir   string
 	every time.Duration
+	batch []int64 // the batch's keys so far, when it is applied at its end
 	v     *countState
 	loop  *checkpoint.Loop[jobMeta]
 	last  *checkpoint.Manifest // loop.Last() at the last endBatch
 	done  int
 }
 
-func newCowstateJob(b *testing.B, every time.Duration) *cowstateJob {
+// newCowstateJob makes impl=cowstate's job (byBatch: UpdateEach at the
+// end of each batch) or impl=cowstate-update's.
+func newCowstateJob(b *testing.B, every time.Duration, byBatch bool) *cowstateJob {
 	j := &cowstateJob{dir: b.TempDir(), every: every}
+	if byBatch {
+		j.batch = make([]int64, 0, jobBatch)
+	}
 	start, err := j.open(every)
 	if err != nil {
 		b.Fatal(err)
@@ -333,9 +345,28 @@ func (j *cowstateJob) load(keys []int64) error {
 	return nil
 }
 
-func (j *cowstateJob) update(k int64) error { return cowstateUpdate(j.v, k) }
+func (j *cowstateJob) update(k int64) error {
+	if j.batch == nil {
+		return cowstateUpdate(j.v, k)
+	}
+	j.batch = append(j.batch, k)
+	return nil
+}
+
+// applyBatch applies the batch's events, if they wait for its end.
+func (j *cowstateJob) applyBatch() error {
+	if len(j.batch) == 0 {
+		return nil
+	}
+	err := j.v.UpdateEach(j.batch, incrementAt)
+	j.batch = j.batch[:0]
+	return err
+}
 
 func (j *cowstateJob) endBatch(events int) error {
+	if err := j.applyBatch(); err != nil {
+		return err
+	}
 	if j.every == 0 {
 		return nil
 	}
@@ -352,6 +383,9 @@ func (j *cowstateJob) endBatch(events int) error {
 func (j *cowstateJob) completed() int { return j.done }
 
 func (j *cowstateJob) finish(events int) error {
+	if err := j.applyBatch(); err != nil {
+		return err
+	}
 	_, err := j.loop.Sync(context.Background(), jobMeta{events})
 	return err
 }

@@ -75,6 +75,9 @@ func BenchmarkValueUpdate(b *testing.B) {
 
 func increment(n int64) int64 { return n + 1 }
 
+// incrementAt is increment as UpdateEach's f.
+func incrementAt(_ int, n int64) int64 { return n + 1 }
+
 // BenchmarkListAdd appends to the list state of random keys (100000 keys).
 func BenchmarkListAdd(b *testing.B) {
 	const size = 100_000

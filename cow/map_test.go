@@ -179,6 +179,26 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 				}
 			}
 		},
+		"Prefetch": func(t *rapid.T) {
+			// A hint: the keys' values, present or not, and the shape
+			// are what they were, in the live map and every capture.
+			ks := rapid.SliceOfN(mm.keys, 0, 9).Draw(t, "ks")
+			hs := make([]uint64, 0, len(ks)+1)
+			for _, k := range ks {
+				hs = append(hs, mm.m.hash(k))
+			}
+			hs = append(hs, rapid.Uint64().Draw(t, "any hash"))
+			mm.m.Prefetch(hs)
+			for _, k := range ks {
+				want, had := mm.model[k]
+				if v, ok := mm.m.Get(k); ok != had || v != want {
+					t.Fatalf("after Prefetch: Get(%d) = %d,%v; model %d,%v", k, v, ok, want, had)
+				}
+			}
+			if err := mm.m.Check(); err != nil {
+				t.Fatalf("after Prefetch: %v", err)
+			}
+		},
 		"Clear": func(t *rapid.T) {
 			if rapid.IntRange(0, 9).Draw(t, "rare") == 0 {
 				mm.m.Clear()

@@ -1,0 +1,60 @@
+package cow
+
+import "unsafe"
+
+// Prefetch loads into the CPU's cache what a lookup or update of each of
+// hashes will read: the branch slots on the way to its leaf (with a
+// capture live, also each branch's header, which the ownership walk
+// reads) and the lines of the leaf around the entry's interpolated place.
+// It is a hint and nothing more: it writes nothing and keeps nothing, so
+// a write between a Prefetch and the operations it prepares costs only
+// the lines that then miss again.
+//
+// Why: at 1M-10M entries a lookup is a chain of cache misses (the last
+// branch level, then the leaf), and an update runs so many instructions
+// that the CPU cannot start the next key's misses while it waits on this
+// key's (decision 0041). Prefetch walks each hash with a few loads and
+// no stores, so the walks of a group of keys are independent and their
+// misses overlap; the updates that follow find their lines in cache.
+// Groups of 4-8 keys do best: a larger group's lines are evicted from
+// the first-level cache before their update comes (decision 0045;
+// BenchmarkPrefetch). Cost: about ten loads a hash, most of them hits.
+//
+// Writer goroutine only (it reads the live root).
+func (m *Map[K, V]) Prefetch(hashes []uint64) {
+	headers := m.owner.high.Load() != 0
+	var sink uint64
+	for _, h := range hashes {
+		sink += m.root.touchPath(h, headers)
+	}
+	keep(sink)
+}
+
+// touchPath loads what lookupAt reads for hash h below s, and with
+// headers the first word of each branch on the way, and returns the sum
+// of what it loaded (for keep). In a leaf of leafWindowMin entries or
+// more it loads every line of the window seekLeaf compares; in a shorter
+// one the line of the interpolated entry, where the scan starts.
+func (s *mapSlot[K, V]) touchPath(h uint64, headers bool) uint64 {
+	var sum uint64
+	rest := h // the bits below the current node's prefix, at the top
+	for s.n == branchMark {
+		b := (*mapBranch[K, V])(s.p)
+		if headers {
+			sum += b.epoch
+		}
+		s = &b.kids[rest>>(64-mapBits)]
+		rest <<= mapBits
+	}
+	if s.n <= 0 {
+		return sum
+	}
+	n := uintptr(s.n)
+	i := uintptr((rest >> 32) * uint64(n) >> 32)
+	if n < leafWindowMin {
+		return sum + leafAt[K, V](s.p, i).hash
+	}
+	j := min(i-min(i, leafWindow/2), n-leafWindow)
+	w := uintptr(unsafe.Pointer(leafAt[K, V](s.p, j)))
+	return sum + touchLines(w, leafWindow*unsafe.Sizeof(mapEntry[K, V]{}))
+}

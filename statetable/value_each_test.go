@@ -1,0 +1,280 @@
+package statetable
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cowstate/cowstate/cow"
+	"pgregory.net/rapid"
+)
+
+// eachPair is one state kind on two tables fed the same operations: a
+// with UpdateEach, b with one Update after another.
+type eachPair[K comparable, N any] struct {
+	name string
+	a, b *ValueState[K, N, int64]
+	ns   N
+	key  func(int) K
+}
+
+// UpdateEach gives what Update of its keys in turn gives, on every path:
+// int64 keys (the key8 map, prefetched), int32 keys (a key15, prefetched),
+// namespaced string keys and a TTL state (not prefetched); with keys
+// repeated within a group, with f writing the state it updates, and with
+// captures taken and released between batches, whose contents must stay
+// what they were when taken.
+func TestValueState_UpdateEachIsUpdateInTurn(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		owner := cow.NewOwner()
+		ta, err := NewTable(owner, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := NewTable(cow.NewOwner(), Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl := TTL{Duration: time.Hour}
+		ints := eachPair[int64, VoidNamespace]{name: "ints", key: func(k int) int64 { return int64(k) * 7919 }}
+		i32s := eachPair[int32, VoidNamespace]{name: "i32s", key: func(k int) int32 { return int32(k) - 50 }}
+		strs := eachPair[string, string]{name: "strs", ns: "ns", key: func(k int) string { return fmt.Sprint("key-", k) }}
+		ttls := eachPair[int64, VoidNamespace]{name: "ttls", key: func(k int) int64 { return int64(k) }}
+		for _, tab := range []*Table{ta, tb} {
+			must := func(err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			v1, err := NewValue(tab, "ints", Int64, Void, Int64, -1)
+			must(err)
+			v2, err := NewValue(tab, "i32s", Int32, Void, Int64, -1)
+			must(err)
+			v3, err := NewValue(tab, "strs", String, String, Int64, -1)
+			must(err)
+			v4, err := NewValueWithTTL(tab, "ttls", Int64, Void, Int64, -1, ttl)
+			must(err)
+			if tab == ta {
+				ints.a, i32s.a, strs.a, ttls.a = v1, v2, v3, v4
+			} else {
+				ints.b, i32s.b, strs.b, ttls.b = v1, v2, v3, v4
+			}
+		}
+		keyspace := rapid.SampledFrom([]int{5, 100, 2000}).Draw(t, "keyspace")
+		type frozen struct {
+			snap *Snapshot
+			want map[string][]int64
+		}
+		var live []frozen
+		contents := func(get func(name string, k int) int64) map[string][]int64 {
+			m := map[string][]int64{}
+			for _, name := range []string{"ints", "i32s", "strs", "ttls"} {
+				for k := range keyspace {
+					m[name] = append(m[name], get(name, k))
+				}
+			}
+			return m
+		}
+		liveB := func(name string, k int) int64 {
+			var v int64
+			var err error
+			switch name {
+			case "ints":
+				v, err = ints.b.Get(ints.key(k), ints.ns)
+			case "i32s":
+				v, err = i32s.b.Get(i32s.key(k), i32s.ns)
+			case "strs":
+				v, err = strs.b.Get(strs.key(k), strs.ns)
+			case "ttls":
+				v, err = ttls.b.Get(ttls.key(k), ttls.ns)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		for range rapid.IntRange(1, 12).Draw(t, "batches") {
+			n := rapid.IntRange(0, 40).Draw(t, "n")
+			ks := rapid.SliceOfN(rapid.IntRange(0, keyspace-1), n, n).Draw(t, "keys")
+			adds := rapid.SliceOfN(rapid.Int64Range(-5, 5), n, n).Draw(t, "adds")
+			reenter := rapid.IntRange(0, 4).Draw(t, "reenter") // f at i%5 == reenter writes another key
+			eachBatch(t, ints, ks, adds, reenter)
+			eachBatch(t, i32s, ks, adds, reenter)
+			eachBatch(t, strs, ks, adds, reenter)
+			eachBatch(t, ttls, ks, adds, reenter)
+			if rapid.Bool().Draw(t, "capture") && len(live) < 3 {
+				live = append(live, frozen{ta.View(owner.Capture()), contents(liveB)})
+			}
+			if len(live) > 0 && rapid.Bool().Draw(t, "release") {
+				live[0].snap.Capture().Release()
+				live = live[1:]
+			}
+		}
+		liveA := func(name string, k int) int64 {
+			var v int64
+			var err error
+			switch name {
+			case "ints":
+				v, err = ints.a.Get(ints.key(k), ints.ns)
+			case "i32s":
+				v, err = i32s.a.Get(i32s.key(k), i32s.ns)
+			case "strs":
+				v, err = strs.a.Get(strs.key(k), strs.ns)
+			case "ttls":
+				v, err = ttls.a.Get(ttls.key(k), ttls.ns)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		if got, want := contents(liveA), contents(liveB); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("UpdateEach gave %v\nUpdate in turn gave %v", got, want)
+		}
+		for _, f := range live {
+			got := contents(func(name string, k int) int64 {
+				var v int64
+				var err error
+				switch name {
+				case "ints":
+					v, err = ints.a.GetAt(f.snap, ints.key(k), ints.ns)
+				case "i32s":
+					v, err = i32s.a.GetAt(f.snap, i32s.key(k), i32s.ns)
+				case "strs":
+					v, err = strs.a.GetAt(f.snap, strs.key(k), strs.ns)
+				case "ttls":
+					v, err = ttls.a.GetAt(f.snap, ttls.key(k), ttls.ns)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			})
+			if fmt.Sprint(got) != fmt.Sprint(f.want) {
+				t.Fatalf("a snapshot holds %v\nwant %v as captured", got, f.want)
+			}
+			f.snap.Capture().Release()
+		}
+	})
+}
+
+// eachBatch applies one batch to both tables of p: f(i, old) adds adds[i]
+// to old times two, and at indexes i%5 == reenter first puts i into the
+// next key of the state, so that f writes the state it is updating.
+func eachBatch[K comparable, N any](t *rapid.T, p eachPair[K, N], ks []int, adds []int64, reenter int) {
+	keys := make([]K, len(ks))
+	for i, k := range ks {
+		keys[i] = p.key(k)
+	}
+	f := func(s *ValueState[K, N, int64]) func(i int, old int64) int64 {
+		return func(i int, old int64) int64 {
+			if i%5 == reenter {
+				if err := s.Put(p.key(ks[i]+1), p.ns, int64(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return old*2 + adds[i]
+		}
+	}
+	if err := p.a.UpdateEach(keys, p.ns, f(p.a)); err != nil {
+		t.Fatalf("%s: UpdateEach: %v", p.name, err)
+	}
+	fb := f(p.b)
+	for i, k := range keys {
+		if err := p.b.Update(k, p.ns, func(old int64) int64 { return fb(i, old) }); err != nil {
+			t.Fatalf("%s: Update: %v", p.name, err)
+		}
+	}
+}
+
+// UpdateEach stops at the first key in a key group the table does not
+// own: the keys before it are updated, the rest not, and the error
+// matches ErrKeyGroupNotOwned and names the index; on the prefetched
+// paths (int64 and int32 keys) as on the general one.
+func TestValueState_UpdateEachStopsAtAKeyGroupNotOwned(t *testing.T) {
+	const maxPar = 16
+	owned := KeyGroupRange{First: 0, Last: 7}
+	half, err := NewTable(cow.NewOwner(), Config{MaxParallelism: maxPar, KeyGroups: &owned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ints, err := NewValue(half, "ints", Int64, Void, Int64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strs, err := NewValue(half, "strs", String, Void, Int64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownedInt := func(k int64) bool { return owned.Contains(KeyGroupOf(HashKey(Int64.Append(nil, k)), maxPar)) }
+	ownedStr := func(k string) bool { return owned.Contains(KeyGroupOf(HashKey(String.Append(nil, k)), maxPar)) }
+	check := func(t *testing.T, n int, owns func(i int) bool, each func(keys []int) error, get func(i int) int64) {
+		// keys 0..n-1 in order; the first not owned is where it stops.
+		stop := -1
+		for i := range n {
+			if !owns(i) {
+				stop = i
+				break
+			}
+		}
+		if stop < 0 {
+			t.Fatalf("no key of %d in a group not owned", n)
+		}
+		keys := make([]int, n)
+		for i := range keys {
+			keys[i] = i
+		}
+		err := each(keys)
+		if !errors.Is(err, ErrKeyGroupNotOwned) {
+			t.Fatalf("UpdateEach = %v; want an error matching ErrKeyGroupNotOwned", err)
+		}
+		if want := fmt.Sprintf("keys[%d]", stop); !strings.Contains(err.Error(), want) {
+			t.Fatalf("UpdateEach = %v; want it to name %s", err, want)
+		}
+		for i := range n {
+			if !owns(i) {
+				continue
+			}
+			want := int64(0)
+			if i < stop {
+				want = int64(i) + 1
+			}
+			if got := get(i); got != want {
+				t.Fatalf("key %d (stopped at %d) = %d, want %d", i, stop, got, want)
+			}
+		}
+	}
+	t.Run("int64", func(t *testing.T) {
+		check(t, 40, func(i int) bool { return ownedInt(int64(i)) }, func(keys []int) error {
+			ks := make([]int64, len(keys))
+			for i, k := range keys {
+				ks[i] = int64(k)
+			}
+			return ints.UpdateEach(ks, VoidNamespace{}, func(i int, old int64) int64 { return old + int64(i) + 1 })
+		}, func(i int) int64 {
+			v, err := ints.Get(int64(i), VoidNamespace{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		})
+	})
+	t.Run("string", func(t *testing.T) {
+		name := func(i int) string { return fmt.Sprint("k", i) }
+		check(t, 40, func(i int) bool { return ownedStr(name(i)) }, func(keys []int) error {
+			ks := make([]string, len(keys))
+			for i, k := range keys {
+				ks[i] = name(k)
+			}
+			return strs.UpdateEach(ks, VoidNamespace{}, func(i int, old int64) int64 { return old + int64(i) + 1 })
+		}, func(i int) int64 {
+			v, err := strs.Get(name(i), VoidNamespace{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		})
+	})
+}
