@@ -522,6 +522,15 @@ func ReducingWithTTL[K, V any](b *Backend, name string, reduce func(acc, v V) V,
 // Add folds v into key's value (or makes v its value).
 func (r *ReducingState[K, V]) Add(key K, v V) error { return r.s.Add(key, noNamespace, v) }
 
+// AddEach is Add of keys[0], keys[1], ... in turn, value(i) folded into
+// keys[i]: the same result as the calls one by one, with the cache
+// misses of each group of keys overlapped (see ValueState.UpdateEach).
+// An error stops it, with the keys before the failing one added; the
+// error names its index. Writer goroutine only.
+func (r *ReducingState[K, V]) AddEach(keys []K, value func(i int) V) error {
+	return r.s.AddEach(keys, noNamespace, value)
+}
+
 // Get returns key's value and whether it has one.
 func (r *ReducingState[K, V]) Get(key K) (V, bool, error) { return r.s.Get(key, noNamespace) }
 
@@ -581,6 +590,15 @@ func AggregatingWithTTL[K, IN, ACC, OUT any](b *Backend, name string, fn Aggrega
 // Add adds in to key's accumulator (a new one if it has none).
 func (a *AggregatingState[K, IN, ACC, OUT]) Add(key K, in IN) error {
 	return a.s.Add(key, noNamespace, in)
+}
+
+// AddEach is Add of keys[0], keys[1], ... in turn, in(i) added to
+// keys[i]'s accumulator: the same result as the calls one by one, with
+// the cache misses of each group of keys overlapped (see
+// ValueState.UpdateEach). An error stops it, with the keys before the
+// failing one added; the error names its index. Writer goroutine only.
+func (a *AggregatingState[K, IN, ACC, OUT]) AddEach(keys []K, in func(i int) IN) error {
+	return a.s.AddEach(keys, noNamespace, in)
 }
 
 // Get returns the result of key's accumulator and whether it has one.

@@ -1,5 +1,7 @@
 package statetable
 
+import "fmt"
+
 // AggregateFunction is the user's aggregation for an AggregatingState: IN
 // values are added to an accumulator ACC, and OUT is read from it. None of
 // the methods may mutate an accumulator it is given (snapshots may hold it):
@@ -70,6 +72,21 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) Add(key K, ns N, in IN) error {
 			acc = s.fn.CreateAccumulator()
 		}
 		return s.fn.Add(in, acc)
+	})
+}
+
+// AddEach is Add of keys[0], keys[1], ... in turn, in namespace ns, with
+// in(i) the input added to keys[i]'s accumulator: the result of the calls
+// of Add one by one, each group of keys prefetched first, as
+// ValueState.UpdateEach does, for states without a TTL whose keys have a
+// fixed width and no namespace. An error stops it, the keys before the
+// failing one added, and names the index. Writer goroutine only.
+func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEach(keys []K, ns N, in func(i int) IN) error {
+	return eachInGroups(s.cells, keys, func(i int) error {
+		if err := s.Add(keys[i], ns, in(i)); err != nil {
+			return fmt.Errorf("keys[%d]: %w", i, err)
+		}
+		return nil
 	})
 }
 

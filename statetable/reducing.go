@@ -1,5 +1,7 @@
 package statetable
 
+import "fmt"
+
 // ReducingState holds one value per (key, namespace), folded with a reduce
 // function as values are added.
 type ReducingState[K, N, V any] struct {
@@ -77,6 +79,21 @@ func (s *ReducingState[K, N, V]) Add(key K, ns N, v V) error {
 			return s.reduce(old, v)
 		}
 		return v
+	})
+}
+
+// AddEach is Add of keys[0], keys[1], ... in turn, in namespace ns, with
+// value(i) the value folded into keys[i]: the result of the calls of Add
+// one by one, each group of keys prefetched first, as
+// ValueState.UpdateEach does, for states without a TTL whose keys have a
+// fixed width and no namespace. An error stops it, the keys before the
+// failing one added, and names the index. Writer goroutine only.
+func (s *ReducingState[K, N, V]) AddEach(keys []K, ns N, value func(i int) V) error {
+	return eachInGroups(s.cells, keys, func(i int) error {
+		if err := s.Add(keys[i], ns, value(i)); err != nil {
+			return fmt.Errorf("keys[%d]: %w", i, err)
+		}
+		return nil
 	})
 }
 

@@ -191,13 +191,29 @@ const prefetchGroup = 8
 // updateGroup is UpdateEach for one group of keys, the first of them at
 // index from, on a state direct8 does not cover.
 func (s *ValueState[K, N, V]) updateGroup(group []K, from int, ns N, f func(i int, old V) V) error {
-	if s.cells != nil {
-		s.prefetch(group)
-	}
-	for j, key := range group {
+	return eachInGroups(s.cells, group, func(j int) error {
 		i := from + j
-		if err := s.Update(key, ns, func(old V) V { return f(i, old) }); err != nil {
+		if err := s.Update(group[j], ns, func(old V) V { return f(i, old) }); err != nil {
 			return fmt.Errorf("keys[%d]: %w", i, err)
+		}
+		return nil
+	})
+}
+
+// eachInGroups calls op(i) for every index i of keys in turn, a group of
+// prefetchGroup keys at a time, each group's entries prefetched first
+// (c.prefetch) when c is not nil, a state without a TTL. An error stops
+// it and is returned as op returned it.
+func eachInGroups[K, N, C any](c *cells[K, N, C], keys []K, op func(i int) error) error {
+	for from := 0; from < len(keys); from += prefetchGroup {
+		group := keys[from:min(from+prefetchGroup, len(keys))]
+		if c != nil {
+			c.prefetch(group)
+		}
+		for j := range group {
+			if err := op(from + j); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -278,3 +278,95 @@ func TestValueState_UpdateEachStopsAtAKeyGroupNotOwned(t *testing.T) {
 		})
 	})
 }
+
+// ReducingState.AddEach and AggregatingState.AddEach give what Add of
+// their keys in turn gives: int64 keys (prefetched), namespaced string
+// keys and a TTL state (not), batches of every size up to three groups,
+// keys repeated within them, with a capture live across some batches.
+func TestAddEachIsAddInTurn(t *testing.T) {
+	sum := func(a, b int64) int64 { return a*2 + b } // order matters: a wrong order shows
+	type states struct {
+		ints *ReducingState[int64, VoidNamespace, int64]
+		strs *ReducingState[string, string, int64]
+		ttls *ReducingState[int64, VoidNamespace, int64]
+		aggs *AggregatingState[int64, VoidNamespace, int64, [2]int64, string]
+	}
+	var st [2]states
+	var tabs [2]*Table
+	for i := range st {
+		tab, err := NewTable(cow.NewOwner(), Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tabs[i] = tab
+		must := func(err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		st[i].ints, err = NewReducing(tab, "ints", Int64, Void, Int64, sum)
+		must(err)
+		st[i].strs, err = NewReducing(tab, "strs", String, String, Int64, sum)
+		must(err)
+		st[i].ttls, err = NewReducingWithTTL(tab, "ttls", Int64, Void, Int64, sum, TTL{Duration: time.Hour})
+		must(err)
+		st[i].aggs, err = NewAggregating(tab, "aggs", Int64, Void, accCodec, AggregateFunction[int64, [2]int64, string](sumAgg{}))
+		must(err)
+	}
+	const keyspace = 300
+	var snap *Snapshot
+	for round := range 40 {
+		n := round % 25
+		keys := make([]int64, n)
+		names := make([]string, n)
+		for i := range keys {
+			keys[i] = int64((round*131 + i*i*7%13) % keyspace) // 13 keys a round: repeats within groups
+			names[i] = fmt.Sprint("k", keys[i])
+		}
+		value := func(i int) int64 { return int64(round*100 + i) }
+		a, b := &st[0], &st[1]
+		for _, err := range []error{
+			a.ints.AddEach(keys, VoidNamespace{}, value),
+			a.strs.AddEach(names, "ns", value),
+			a.ttls.AddEach(keys, VoidNamespace{}, value),
+			a.aggs.AddEach(keys, VoidNamespace{}, value),
+		} {
+			if err != nil {
+				t.Fatalf("round %d: AddEach: %v", round, err)
+			}
+		}
+		for i := range keys {
+			for _, err := range []error{
+				b.ints.Add(keys[i], VoidNamespace{}, value(i)),
+				b.strs.Add(names[i], "ns", value(i)),
+				b.ttls.Add(keys[i], VoidNamespace{}, value(i)),
+				b.aggs.Add(keys[i], VoidNamespace{}, value(i)),
+			} {
+				if err != nil {
+					t.Fatalf("round %d: Add: %v", round, err)
+				}
+			}
+		}
+		switch round % 10 {
+		case 3:
+			snap = tabs[0].View(tabs[0].Owner().Capture())
+		case 7:
+			snap.Capture().Release()
+		}
+	}
+	for k := range int64(keyspace) {
+		name := fmt.Sprint("k", k)
+		var got, want [4]string
+		for i, out := range []*[4]string{&got, &want} {
+			s := &st[i]
+			v1, ok1, err1 := s.ints.Get(k, VoidNamespace{})
+			v2, ok2, err2 := s.strs.Get(name, "ns")
+			v3, ok3, err3 := s.ttls.Get(k, VoidNamespace{})
+			v4, ok4, err4 := s.aggs.Get(k, VoidNamespace{})
+			*out = [4]string{fmt.Sprint(v1, ok1, err1), fmt.Sprint(v2, ok2, err2), fmt.Sprint(v3, ok3, err3), fmt.Sprint(v4, ok4, err4)}
+		}
+		if got != want {
+			t.Fatalf("key %d: AddEach gave %q, Add in turn %q (ints, strs, ttls, aggs)", k, got, want)
+		}
+	}
+}
