@@ -68,32 +68,23 @@ func TestValueState_UpdateEachIsUpdateInTurn(t *testing.T) {
 			want map[string][]int64
 		}
 		var live []frozen
-		contents := func(get func(name string, k int) int64) map[string][]int64 {
+		readers := map[string]func(side int, snap *Snapshot, k int) (int64, error){
+			"ints": ints.read, "i32s": i32s.read, "strs": strs.read, "ttls": ttls.read,
+		}
+		// contents reads every key of every state of one side, live (snap
+		// nil) or at a snapshot.
+		contents := func(side int, snap *Snapshot) map[string][]int64 {
 			m := map[string][]int64{}
-			for _, name := range []string{"ints", "i32s", "strs", "ttls"} {
+			for name, read := range readers {
 				for k := range keyspace {
-					m[name] = append(m[name], get(name, k))
+					v, err := read(side, snap, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					m[name] = append(m[name], v)
 				}
 			}
 			return m
-		}
-		liveB := func(name string, k int) int64 {
-			var v int64
-			var err error
-			switch name {
-			case "ints":
-				v, err = ints.b.Get(ints.key(k), ints.ns)
-			case "i32s":
-				v, err = i32s.b.Get(i32s.key(k), i32s.ns)
-			case "strs":
-				v, err = strs.b.Get(strs.key(k), strs.ns)
-			case "ttls":
-				v, err = ttls.b.Get(ttls.key(k), ttls.ns)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
 		}
 		for range rapid.IntRange(1, 12).Draw(t, "batches") {
 			n := rapid.IntRange(0, 40).Draw(t, "n")
@@ -105,59 +96,36 @@ func TestValueState_UpdateEachIsUpdateInTurn(t *testing.T) {
 			eachBatch(t, strs, ks, adds, reenter)
 			eachBatch(t, ttls, ks, adds, reenter)
 			if rapid.Bool().Draw(t, "capture") && len(live) < 3 {
-				live = append(live, frozen{ta.View(owner.Capture()), contents(liveB)})
+				live = append(live, frozen{ta.View(owner.Capture()), contents(1, nil)})
 			}
 			if len(live) > 0 && rapid.Bool().Draw(t, "release") {
 				live[0].snap.Capture().Release()
 				live = live[1:]
 			}
 		}
-		liveA := func(name string, k int) int64 {
-			var v int64
-			var err error
-			switch name {
-			case "ints":
-				v, err = ints.a.Get(ints.key(k), ints.ns)
-			case "i32s":
-				v, err = i32s.a.Get(i32s.key(k), i32s.ns)
-			case "strs":
-				v, err = strs.a.Get(strs.key(k), strs.ns)
-			case "ttls":
-				v, err = ttls.a.Get(ttls.key(k), ttls.ns)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		}
-		if got, want := contents(liveA), contents(liveB); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := contents(0, nil), contents(1, nil); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("UpdateEach gave %v\nUpdate in turn gave %v", got, want)
 		}
 		for _, f := range live {
-			got := contents(func(name string, k int) int64 {
-				var v int64
-				var err error
-				switch name {
-				case "ints":
-					v, err = ints.a.GetAt(f.snap, ints.key(k), ints.ns)
-				case "i32s":
-					v, err = i32s.a.GetAt(f.snap, i32s.key(k), i32s.ns)
-				case "strs":
-					v, err = strs.a.GetAt(f.snap, strs.key(k), strs.ns)
-				case "ttls":
-					v, err = ttls.a.GetAt(f.snap, ttls.key(k), ttls.ns)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				return v
-			})
+			got := contents(0, f.snap)
 			if fmt.Sprint(got) != fmt.Sprint(f.want) {
 				t.Fatalf("a snapshot holds %v\nwant %v as captured", got, f.want)
 			}
 			f.snap.Capture().Release()
 		}
 	})
+}
+
+// read reads key k on side 0 (a) or 1 (b), live when snap is nil.
+func (p eachPair[K, N]) read(side int, snap *Snapshot, k int) (int64, error) {
+	s := p.a
+	if side == 1 {
+		s = p.b
+	}
+	if snap != nil {
+		return s.GetAt(snap, p.key(k), p.ns)
+	}
+	return s.Get(p.key(k), p.ns)
 }
 
 // eachBatch applies one batch to both tables of p: f(i, old) adds adds[i]
@@ -194,89 +162,54 @@ func eachBatch[K comparable, N any](t *rapid.T, p eachPair[K, N], ks []int, adds
 // matches ErrKeyGroupNotOwned and names the index; on the prefetched
 // paths (int64 and int32 keys) as on the general one.
 func TestValueState_UpdateEachStopsAtAKeyGroupNotOwned(t *testing.T) {
-	const maxPar = 16
-	owned := KeyGroupRange{First: 0, Last: 7}
-	half, err := NewTable(cow.NewOwner(), Config{MaxParallelism: maxPar, KeyGroups: &owned})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ints, err := NewValue(half, "ints", Int64, Void, Int64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	strs, err := NewValue(half, "strs", String, Void, Int64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ownedInt := func(k int64) bool { return owned.Contains(KeyGroupOf(HashKey(Int64.Append(nil, k)), maxPar)) }
-	ownedStr := func(k string) bool { return owned.Contains(KeyGroupOf(HashKey(String.Append(nil, k)), maxPar)) }
-	check := func(t *testing.T, n int, owns func(i int) bool, each func(keys []int) error, get func(i int) int64) {
-		// keys 0..n-1 in order; the first not owned is where it stops.
-		stop := -1
-		for i := range n {
-			if !owns(i) {
-				stop = i
-				break
-			}
-		}
-		if stop < 0 {
-			t.Fatalf("no key of %d in a group not owned", n)
-		}
-		keys := make([]int, n)
-		for i := range keys {
-			keys[i] = i
-		}
-		err := each(keys)
-		if !errors.Is(err, ErrKeyGroupNotOwned) {
-			t.Fatalf("UpdateEach = %v; want an error matching ErrKeyGroupNotOwned", err)
-		}
-		if want := fmt.Sprintf("keys[%d]", stop); !strings.Contains(err.Error(), want) {
-			t.Fatalf("UpdateEach = %v; want it to name %s", err, want)
-		}
-		for i := range n {
-			if !owns(i) {
-				continue
-			}
-			want := int64(0)
-			if i < stop {
-				want = int64(i) + 1
-			}
-			if got := get(i); got != want {
-				t.Fatalf("key %d (stopped at %d) = %d, want %d", i, stop, got, want)
-			}
-		}
-	}
+	ints, strs, owned := halfOwnedValues(t)
 	t.Run("int64", func(t *testing.T) {
-		check(t, 40, func(i int) bool { return ownedInt(int64(i)) }, func(keys []int) error {
-			ks := make([]int64, len(keys))
-			for i, k := range keys {
-				ks[i] = int64(k)
-			}
-			return ints.UpdateEach(ks, VoidNamespace{}, func(i int, old int64) int64 { return old + int64(i) + 1 })
-		}, func(i int) int64 {
-			v, err := ints.Get(int64(i), VoidNamespace{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		})
+		updateEachStops(t, ints, Int64, owned, func(i int) int64 { return int64(i) })
 	})
 	t.Run("string", func(t *testing.T) {
-		name := func(i int) string { return fmt.Sprint("k", i) }
-		check(t, 40, func(i int) bool { return ownedStr(name(i)) }, func(keys []int) error {
-			ks := make([]string, len(keys))
-			for i, k := range keys {
-				ks[i] = name(k)
-			}
-			return strs.UpdateEach(ks, VoidNamespace{}, func(i int, old int64) int64 { return old + int64(i) + 1 })
-		}, func(i int) int64 {
-			v, err := strs.Get(name(i), VoidNamespace{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		})
+		updateEachStops(t, strs, String, owned, func(i int) string { return fmt.Sprint("k", i) })
 	})
+}
+
+// updateEachStops runs UpdateEach on keys 0-39 of s (named by key, with
+// codec kc), on a table of 16 key groups that owns those of owned, and
+// checks it stops at the first key it does not own.
+func updateEachStops[K any](t *testing.T, s *ValueState[K, VoidNamespace, int64], kc Codec[K], owned KeyGroupRange, key func(int) K) {
+	const n = 40
+	owns := func(i int) bool { return owned.Contains(KeyGroupOf(HashKey(kc.Append(nil, key(i))), 16)) }
+	stop := -1
+	for i := range n {
+		if !owns(i) {
+			stop = i
+			break
+		}
+	}
+	if stop < 0 {
+		t.Fatalf("no key of %d in a group not owned", n)
+	}
+	keys := make([]K, n)
+	for i := range keys {
+		keys[i] = key(i)
+	}
+	err := s.UpdateEach(keys, VoidNamespace{}, func(i int, old int64) int64 { return old + int64(i) + 1 })
+	if !errors.Is(err, ErrKeyGroupNotOwned) {
+		t.Fatalf("UpdateEach = %v; want an error matching ErrKeyGroupNotOwned", err)
+	}
+	if want := fmt.Sprintf("keys[%d]", stop); !strings.Contains(err.Error(), want) {
+		t.Fatalf("UpdateEach = %v; want it to name %s", err, want)
+	}
+	for i := range n {
+		if !owns(i) {
+			continue
+		}
+		want := int64(0)
+		if i < stop {
+			want = int64(i) + 1
+		}
+		if got, err := s.Get(key(i), VoidNamespace{}); err != nil || got != want {
+			t.Fatalf("key %d (stopped at %d) = %d, %v; want %d", i, stop, got, err, want)
+		}
+	}
 }
 
 // ReducingState.AddEach and AggregatingState.AddEach give what Add of

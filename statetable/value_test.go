@@ -221,18 +221,7 @@ func TestValueState_UpdateIsGetThenPut(t *testing.T) {
 // matching ErrKeyGroupNotOwned, and f is not called; on the fixed-width path
 // as on the general one.
 func TestValueState_UpdateKeyGroupNotOwned(t *testing.T) {
-	half, err := NewTable(cow.NewOwner(), Config{MaxParallelism: 16, KeyGroups: &KeyGroupRange{First: 0, Last: 7}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ints, err := NewValue(half, "ints", Int64, Void, Int64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	strs, err := NewValue(half, "strs", String, Void, Int64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ints, strs, _ := halfOwnedValues(t)
 	var refusedInt, refusedStr int
 	for k := range int64(64) {
 		called := false
@@ -302,4 +291,22 @@ func TestValueState_Int64KeysKeyGroupNotOwned(t *testing.T) {
 	if refused == 0 || refused == 64 {
 		t.Fatalf("%d of 64 keys in groups not owned; want some", refused)
 	}
+}
+
+// halfOwnedValues returns an int64-keyed and a string-keyed value state,
+// both with default 0, of a table of 16 key groups that owns groups 0-7,
+// and the groups it owns.
+func halfOwnedValues(t *testing.T) (ints *ValueState[int64, VoidNamespace, int64], strs *ValueState[string, VoidNamespace, int64], owned KeyGroupRange) {
+	owned = KeyGroupRange{First: 0, Last: 7}
+	half, err := NewTable(cow.NewOwner(), Config{MaxParallelism: 16, KeyGroups: &owned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ints, err = NewValue(half, "ints", Int64, Void, Int64, 0); err != nil {
+		t.Fatal(err)
+	}
+	if strs, err = NewValue(half, "strs", String, Void, Int64, 0); err != nil {
+		t.Fatal(err)
+	}
+	return ints, strs, owned
 }
