@@ -141,7 +141,8 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 // default if it has none), so that f can fold in the payload of the
 // event at i. The result is exactly that of the calls of Update one by
 // one: a key twice in keys sees its first update at its second, and f
-// may read and write states of the backend as Update's f may.
+// may read and write states of the backend as Update's f may (but not
+// keys itself, which is read a group of keys ahead of f).
 //
 // What it adds is speed at scale: before updating a group of keys it
 // prefetches their entries (cow.Map.Prefetch), so the cache misses of
