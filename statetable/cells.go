@@ -295,35 +295,30 @@ func (c *cells[K, N, C]) update(key K, ns N, f func(old C, ok bool) C) error {
 	return nil
 }
 
-// prefetch loads the map entries of keys with no namespace into the CPU's
-// cache (cow.Map.Prefetch), when the state's keys have a fixed width;
-// otherwise, and for a key whose group the table does not own, it does
-// nothing. A hint: nothing changes.
+// prefetch loads the map entries of keys (at most prefetchGroup of them)
+// with no namespace into the CPU's cache (cow.Map.Prefetch), when the
+// state's keys have a fixed width; otherwise, and for a key whose group
+// the table does not own, it does nothing. A hint: nothing changes.
 func (c *cells[K, N, C]) prefetch(keys []K) {
 	var hs [prefetchGroup]uint64
-	for len(keys) > 0 {
-		group := keys[:min(len(keys), prefetchGroup)]
-		keys = keys[len(group):]
-		n := 0
-		switch c.fixedKey.w {
-		case 0:
-			return
-		case 8:
-			for _, key := range group {
-				h, _ := c.locate8(key)
-				if c.checkFixedGroup(h) == nil {
-					hs[n], n = h, n+1
-				}
+	n := 0
+	switch c.fixedKey.w {
+	case 0:
+	case 8:
+		for _, key := range keys {
+			h, _ := c.locate8(key)
+			if c.checkFixedGroup(h) == nil {
+				hs[n], n = h, n+1
 			}
-			c.m.k8.Prefetch(hs[:n])
-		default:
-			for _, key := range group {
-				if h, _, err := c.locateFixed(key); err == nil {
-					hs[n], n = h, n+1
-				}
-			}
-			c.m.k15.Prefetch(hs[:n])
 		}
+		c.m.k8.Prefetch(hs[:n])
+	default:
+		for _, key := range keys {
+			if h, _, err := c.locateFixed(key); err == nil {
+				hs[n], n = h, n+1
+			}
+		}
+		c.m.k15.Prefetch(hs[:n])
 	}
 }
 

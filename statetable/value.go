@@ -157,15 +157,17 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 // rest are not, and the error names the index and matches what Update's
 // would. Writer goroutine only.
 func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V) error {
+	if !s.direct8() {
+		return eachInGroups(s.cells, keys, func(i int) error {
+			if err := s.Update(keys[i], ns, func(old V) V { return f(i, old) }); err != nil {
+				return fmt.Errorf("keys[%d]: %w", i, err)
+			}
+			return nil
+		})
+	}
 	var hs, ks [prefetchGroup]uint64
 	for from := 0; from < len(keys); from += prefetchGroup {
 		group := keys[from:min(from+prefetchGroup, len(keys))]
-		if !s.direct8() {
-			if err := s.updateGroup(group, from, ns, f); err != nil {
-				return err
-			}
-			continue
-		}
 		for j, key := range group {
 			hs[j], ks[j] = s.locate8(key)
 		}
@@ -188,18 +190,6 @@ func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V)
 // lines leave the first-level cache before their update (BenchmarkPrefetch
 // in cow, decision 0045).
 const prefetchGroup = 8
-
-// updateGroup is UpdateEach for one group of keys, the first of them at
-// index from, on a state direct8 does not cover.
-func (s *ValueState[K, N, V]) updateGroup(group []K, from int, ns N, f func(i int, old V) V) error {
-	return eachInGroups(s.cells, group, func(j int) error {
-		i := from + j
-		if err := s.Update(group[j], ns, func(old V) V { return f(i, old) }); err != nil {
-			return fmt.Errorf("keys[%d]: %w", i, err)
-		}
-		return nil
-	})
-}
 
 // eachInGroups calls op(i) for every index i of keys in turn, a group of
 // prefetchGroup keys at a time, each group's entries prefetched first
