@@ -19,6 +19,9 @@ import (
 type source struct {
 	s         *Snapshot
 	savepoint bool
+	// releaseAsRead: after each state's section of a key group, tell the
+	// backend's writer it is passed (statetable.Snapshot.Passed).
+	releaseAsRead bool
 }
 
 func (src source) Meta() snapshot.Meta {
@@ -39,7 +42,11 @@ func (src source) AppendStateEntries(dst []byte, state string, g int) ([]byte, i
 	if src.s.Released() {
 		return dst, 0, releasedDuring(src.s)
 	}
-	return src.s.state.AppendKeyGroupEntries(dst, state, g)
+	dst, n, err := src.s.state.AppendKeyGroupEntries(dst, state, g)
+	if err == nil && src.releaseAsRead {
+		err = src.s.state.Passed(state, g)
+	}
+	return dst, n, err
 }
 
 func (src source) TimerEntries(service string, d timerqueue.Domain, yield func(g int, ts int64, key, ns string) bool) error {
@@ -69,7 +76,24 @@ func (src source) TimerEntries(service string, d timerqueue.Domain, yield func(g
 // (a misuse: release after the write returns), gives an error matching
 // ErrReleased, not a panic.
 func WriteSnapshot(ctx context.Context, w io.Writer, snap *Snapshot, prog *snapshot.Progress) error {
-	return write(ctx, w, snap, false, prog)
+	return write(ctx, w, source{s: snap}, prog)
+}
+
+// WriteSnapshotAndRelease is WriteSnapshot then snap.Release, with the
+// release made as the write goes: once the write has read a key group of a
+// state, which it does in key-group order and once, the backend's writer
+// updates the values there in place instead of copying what snap shares
+// with the live state, as long as snap is the only snapshot live. A
+// checkpoint that will not be the base of a delta is written so: at 10M
+// keys checkpointed every second, where most leaves are copied once a
+// checkpoint, the copies of what is already written are saved
+// (BenchmarkJob, every=1s; decision 0046). From the call on, snap must
+// have no other reader: a read of what the write has passed panics
+// (cow.ErrPassed). snap is released when the call returns, whatever the
+// outcome. Any goroutine while snap is live.
+func WriteSnapshotAndRelease(ctx context.Context, w io.Writer, snap *Snapshot, prog *snapshot.Progress) error {
+	defer snap.Release()
+	return write(ctx, w, source{s: snap, releaseAsRead: true}, prog)
 }
 
 // SavepointMeta returns the metadata a savepoint of snap records (what
@@ -89,7 +113,7 @@ func SavepointMeta(snap *Snapshot) snapshot.Meta {
 // whatever the version), self-contained (no reference to any other file).
 // A released snap gives ErrReleased, as for WriteSnapshot.
 func WriteSavepoint(ctx context.Context, w io.Writer, snap *Snapshot, prog *snapshot.Progress) error {
-	return write(ctx, w, snap, true, prog)
+	return write(ctx, w, source{s: snap, savepoint: true}, prog)
 }
 
 // write writes snap, or refuses it with ErrReleased if it was released
@@ -100,7 +124,8 @@ func WriteSavepoint(ctx context.Context, w io.Writer, snap *Snapshot, prog *snap
 // written may hold entries of later versions (the writer reuses what only
 // released snapshots reach), so they are no snapshot. Any other panic
 // propagates.
-func write(ctx context.Context, w io.Writer, snap *Snapshot, savepoint bool, prog *snapshot.Progress) (err error) {
+func write(ctx context.Context, w io.Writer, src source, prog *snapshot.Progress) (err error) {
+	snap := src.s
 	if snap.Released() {
 		return fmt.Errorf("%w: cannot write the snapshot of version %d: it was released before the write started "+
 			"(release a snapshot once its write has returned; StartWrite releases it itself)", ErrReleased, snap.Version())
@@ -113,7 +138,7 @@ func write(ctx context.Context, w io.Writer, snap *Snapshot, savepoint bool, pro
 			err = releasedDuring(snap)
 		}
 	}()
-	if err := snapshot.Write(ctx, w, source{s: snap, savepoint: savepoint}, prog); err != nil {
+	if err := snapshot.Write(ctx, w, src, prog); err != nil {
 		return err
 	}
 	if snap.Released() {
@@ -148,7 +173,7 @@ func StartWrite(ctx context.Context, w io.Writer, snap *Snapshot, savepoint bool
 	go func() {
 		defer close(wr.done)
 		defer snap.Release()
-		wr.err = write(ctx, w, snap, savepoint, &wr.progress)
+		wr.err = write(ctx, w, source{s: snap, savepoint: savepoint}, &wr.progress)
 	}()
 	return wr
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -239,5 +240,114 @@ func mustReleasedDuring(t *testing.T, err error) {
 	t.Helper()
 	if !errors.Is(err, cowstate.ErrReleased) || !strings.Contains(err.Error(), "released while being written") {
 		t.Fatalf("write of a snapshot released meanwhile: %v, want cowstate.ErrReleased, released while being written", err)
+	}
+}
+
+// TestWriteSnapshotAndRelease_RestoresTheCapture: a write that releases
+// its snapshot as it goes restores to exactly the state frozen at the
+// capture, while the writer updates every state meanwhile (in place
+// behind the write, copying ahead of it); the live state stays its
+// model, and a snapshot taken during the write keeps its own version.
+// Run with -race: the write's reads and the writer's in-place writes
+// must be ordered.
+func TestWriteSnapshotAndRelease_RestoresTheCapture(t *testing.T) {
+	for _, second := range []bool{false, true} {
+		t.Run(fmt.Sprintf("second snapshot=%v", second), func(t *testing.T) {
+			const n = 30000 // int64 keys: a trie of branches over many leaves
+			j := testjob.New(t, 128, nil)
+			counts, err := cowstate.Value[int64, int64](j.B, "counts")
+			if err != nil {
+				t.Fatal(err)
+			}
+			j.Load(3000, 3)
+			model := map[int64]int64{}
+			for k := range int64(n) {
+				if err := counts.Put(k, k); err != nil {
+					t.Fatal(err)
+				}
+				model[k] = k
+			}
+			snap := j.B.Snapshot()
+			wantDump, frozen := j.Dump(t, snap), maps.Clone(model)
+
+			var buf bytes.Buffer
+			done := make(chan error, 1)
+			go func() { done <- cowstate.WriteSnapshotAndRelease(context.Background(), &buf, snap, nil) }()
+			var (
+				other     *cowstate.Snapshot
+				otherDump []string
+				otherWant map[int64]int64
+				keys      = make([]int64, 256)
+			)
+			for round := 0; ; round++ {
+				select {
+				case err := <-done:
+					done <- err
+				default:
+				}
+				if len(done) > 0 && round >= 20 {
+					break
+				}
+				for i := range keys {
+					keys[i] = int64((round*7919 + i*104729) % n)
+				}
+				if err := counts.UpdateEach(keys, func(i int, old int64) int64 { return old*3 + int64(i) }); err != nil {
+					t.Fatal(err)
+				}
+				for i, k := range keys {
+					model[k] = model[k]*3 + int64(i)
+				}
+				k := int64(round*31) % n
+				if err := counts.Update(k, func(v int64) int64 { return v + 1 }); err != nil {
+					t.Fatal(err)
+				}
+				model[k]++
+				j.Load(300, round+5) // strings, lists, maps, reductions and timers
+				if second && round == 3 {
+					other = j.B.Snapshot()
+					otherDump, otherWant = j.Dump(t, other), maps.Clone(model)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !snap.Released() {
+				t.Fatal("the snapshot is still live after WriteSnapshotAndRelease returned")
+			}
+
+			dst := testjob.New(t, 128, nil)
+			restored, err := cowstate.Value[int64, int64](dst.B, "counts")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst.Restore(t, buf.Bytes())
+			if got := dst.Dump(t, nil); !slices.Equal(got, wantDump) {
+				t.Fatalf("the file restores %d lines of the other states, captured %d", len(got), len(wantDump))
+			}
+			for k, x := range frozen {
+				if got, err := restored.Get(k); err != nil || got != x {
+					t.Fatalf("restored key %d = %d, %v; captured %d", k, got, err, x)
+				}
+			}
+			for k, x := range model {
+				if got, err := counts.Get(k); err != nil || got != x {
+					t.Fatalf("live key %d = %d, %v; want %d", k, got, err, x)
+				}
+			}
+			if other != nil {
+				if got := j.Dump(t, other); !slices.Equal(got, otherDump) {
+					t.Fatal("a snapshot taken during the write changed")
+				}
+				for k, x := range otherWant {
+					if got, err := counts.GetAt(other, k); err != nil || got != x {
+						t.Fatalf("key %d in the snapshot taken during the write = %d, %v; want %d", k, got, err, x)
+					}
+				}
+				other.Release()
+			}
+			if err := j.B.Check(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

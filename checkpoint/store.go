@@ -761,15 +761,16 @@ func byID(a, b *Manifest) int { return cmp.Compare(a.ID, b.ID) }
 
 func (s *Store) writeFull(ctx context.Context, cp *Checkpoint, name string, savepoint bool) (Segment, error) {
 	size, sum, err := writeObject(ctx, s.st, name, &cp.sync, func(w io.Writer) error {
-		write := cowstate.WriteSnapshot
-		if savepoint {
-			write = cowstate.WriteSavepoint
+		switch {
+		case savepoint:
+			return cowstate.WriteSavepoint(ctx, w, cp.snap, &cp.progress)
+		case cp.releaseWhenRead: // never a savepoint's: see take
+			// No reader but this write: released as it goes, so the
+			// writer stops copying what is written, and all of it at the
+			// end.
+			return cowstate.WriteSnapshotAndRelease(ctx, w, cp.snap, &cp.progress)
 		}
-		err := write(ctx, w, cp.snap, &cp.progress)
-		if cp.releaseWhenRead { // never a savepoint's: see take
-			cp.snap.Release() // no reader left: the writer stops copying
-		}
-		return err
+		return cowstate.WriteSnapshot(ctx, w, cp.snap, &cp.progress)
 	})
 	cp.written += size
 	seg := Segment{Name: name, Target: cp.id, Size: size, Sum: sumHex(sum)}

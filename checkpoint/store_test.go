@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -927,5 +928,101 @@ func TestStore_RestoreSavepoint(t *testing.T) {
 	}
 	if _, err := s2.RestoreSavepoint(bg, 8); !errors.Is(err, ErrNoCheckpoint) {
 		t.Fatalf("restore of a missing savepoint: %v", err)
+	}
+}
+
+// TestStore_FullReleasedAsWrittenRestoresItsCapture: checkpoints taken
+// while changes stay high are full and not kept, and their snapshot is
+// released as the write goes (the writer then updates in place what the
+// write has passed). The job keeps writing during every write, and each
+// checkpoint restores to exactly what its capture froze. Run with -race.
+func TestStore_FullReleasedAsWrittenRestoresItsCapture(t *testing.T) {
+	st := Memory()
+	j := testjob.New(t, 16, nil)
+	const n = 20000
+	counts, err := cowstate.Value[int64, int64](j.B, "counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := map[int64]int64{}
+	for k := range int64(n) {
+		counts.Put(k, 0)
+		model[k] = 0
+	}
+	j.Load(1000, 1)
+	s := open(t, j, st, Options{Retention: Retention{KeepLast: 30}})
+	frozen := map[uint64]map[int64]int64{}
+	dumps := map[uint64][]string{}
+	keys := make([]int64, 512)
+	round := 0
+	write := func() {
+		round++
+		for i := range keys {
+			keys[i] = int64((round*7919 + i*104729) % n)
+		}
+		if err := counts.UpdateEach(keys, func(i int, old int64) int64 { return old + int64(i) + 1 }); err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range keys {
+			model[k] += int64(i) + 1
+		}
+		j.Load(100, round)
+	}
+	released := 0
+	for id := uint64(1); id <= 12; id++ {
+		for range 30 { // more than half the entries change: no base kept
+			write()
+		}
+		// What the checkpoint captures: nothing is written in between.
+		dumps[id], frozen[id] = j.Dump(t, nil), maps.Clone(model)
+		cp, err := s.Checkpoint(bg, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for busy := 0; ; busy++ {
+			select {
+			case <-cp.Done():
+			default:
+				write()
+				continue
+			}
+			break
+		}
+		if err := cp.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if cp.releaseWhenRead {
+			released++
+		}
+		s.Confirm(id)
+	}
+	if released < 5 {
+		t.Fatalf("%d of 12 checkpoints released their snapshot as written, want most", released)
+	}
+	for id := uint64(1); id <= 12; id++ {
+		r := testjob.New(t, 16, nil)
+		rc, err := cowstate.Value[int64, int64](r.B, "counts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := RestoreFrom(bg, r.B, Source{Storage: st, ID: id}); err != nil {
+			t.Fatalf("restore of %d: %v", id, err)
+		}
+		if got := r.Dump(t, nil); !slices.Equal(got, dumps[id]) {
+			t.Fatalf("checkpoint %d restored %d lines, differing from the %d captured", id, len(got), len(dumps[id]))
+		}
+		if rc.Count() != n {
+			t.Fatalf("checkpoint %d restored %d counts, want %d", id, rc.Count(), n)
+		}
+		for k, x := range frozen[id] {
+			if got, _ := rc.Get(k); got != x {
+				t.Fatalf("checkpoint %d restored key %d = %d, captured %d", id, k, got, x)
+			}
+		}
+	}
+	for k, x := range model {
+		if got, _ := counts.Get(k); got != x {
+			t.Fatalf("live key %d = %d, want %d", k, got, x)
+		}
 	}
 }

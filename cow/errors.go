@@ -13,3 +13,8 @@ var ErrInvariant = errors.New("cow: invariant broken")
 // other panics. Packages built on cow (timerqueue) panic with values that
 // match it too.
 var ErrReleased = errors.New("cow: read of a released snapshot")
+
+// ErrPassed is matched (errors.Is) by the value a read of a map snapshot
+// panics with when it reads hashes its reader promised not to read again
+// (MapSnapshot.Passed): the writer may have written them in place since.
+var ErrPassed = errors.New("cow: read of a snapshot behind where its reader passed")

@@ -2,6 +2,7 @@ package cow
 
 import (
 	"iter"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cowstate/cowstate/internal/invariants"
@@ -35,6 +36,10 @@ type Map[K comparable, V any] struct {
 	growShift uint8
 	reuse     leafReuse[K, V]
 	checks    invariants.Budget // when verify runs Check (-race, invariants tag)
+	// front is how far the reader of a capture read once in hash order
+	// has passed (MapSnapshot.Passed): set by that reader, loaded by the
+	// writer only on a path that would otherwise copy (passedEntry).
+	front atomic.Pointer[readFrontier]
 }
 
 // NewMap returns an empty map owned by owner (one Owner may be shared by many
@@ -185,8 +190,13 @@ func (m *Map[K, V]) setWalk(h uint64, k K, v V, keep func(K) K) (replaced bool) 
 // reports false, having changed nothing, when a branch on the way is
 // shared or the key is absent.
 func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
-	_, p, ok := m.findLive(h, k, m.owner.high.Load(), true)
+	high := m.owner.high.Load()
+	_, p, ok := m.findLive(h, k, high, true)
 	if !ok || p.e == nil {
+		if e := m.passedEntry(h, k, high); e != nil {
+			m.writePassed(e, v)
+			return true
+		}
 		return false
 	}
 	if !m.sameValue(&p.e.val, &v) {

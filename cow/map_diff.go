@@ -28,6 +28,8 @@ func DiffMaps[K comparable, V any](old, new *MapSnapshot[K, V]) iter.Seq[Change[
 	return func(yield func(Change[K, V]) bool) {
 		old.capture.mustRead()
 		new.capture.mustRead()
+		old.mustNotBePassed(0)
+		new.mustNotBePassed(0)
 		d := mapDiff[K, V]{equal: new.equal, yield: yield, check: func() {
 			old.capture.mustRead()
 			new.capture.mustRead()

@@ -98,8 +98,11 @@ func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, k
 func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present bool) V, keep func(K) K) {
 	e, parent, slot, i, n := m.ownedEntry(h, k, high)
 	if e == nil {
+		e = m.passedEntry(h, k, high) // written as an owned leaf, with no bounds to tell
+	}
+	if e == nil {
 		old, p, ok := m.findLive(h, k, high, false)
-		m.Store(&p, h, k, f(old, ok), keep)
+		m.store(&p, h, k, f(old, ok), keep, false)
 		return
 	}
 	writes, epoch := m.owner.writes, m.owner.epoch
@@ -205,9 +208,24 @@ func (m *Map[K, V]) findLive(h uint64, k K, high uint64, placeOnly bool) (V, Pla
 // capture since, and the path was the writer's. Storing a value equal to
 // the present one changes nothing. Writer goroutine only.
 func (m *Map[K, V]) Store(p *Place[K, V], h uint64, k K, v V, keep func(K) K) {
+	m.store(p, h, k, v, keep, true)
+}
+
+// store is Store; passed says whether to look for the key behind a
+// reader's frontier (passedEntry) before copying, which a caller that
+// just looked need not do again.
+func (m *Map[K, V]) store(p *Place[K, V], h uint64, k K, v V, keep func(K) K, passed bool) {
 	if p.writes != m.owner.writes || p.epoch != m.owner.epoch || (p.e == nil && !p.shared) {
 		m.SetHashed(h, k, v, keep)
 		return
+	}
+	if passed && (p.shared || p.copyLeaf) {
+		if e := m.passedEntry(h, k, m.owner.high.Load()); e != nil {
+			m.owner.beginWrite()
+			m.writePassed(e, v)
+			m.owner.endWrite()
+			return
+		}
 	}
 	if p.shared {
 		// The first write under a capture to this part of the map: the

@@ -21,6 +21,7 @@ func (s *MapSnapshot[K, V]) Scan(lo, hi uint64, yield func(h uint64, k K, v V) b
 // through. It spares the copy of a large key per entry.
 func (s *MapSnapshot[K, V]) ScanRefs(lo, hi uint64, yield func(h uint64, k *K, v V) bool) {
 	s.capture.mustRead()
+	s.mustNotBePassed(lo)
 	s.root.scan(0, 0, lo, hi, yield, s.capture.mustRead)
 }
 
@@ -133,6 +134,7 @@ func touchKeys[K comparable, V any](ents []mapEntry[K, V]) {
 // Any goroutine while the snapshot is live.
 func (s *MapSnapshot[K, V]) ScanLeaves(lo, hi uint64, yield func(ents []MapEntry[K, V]) bool) {
 	s.capture.mustRead()
+	s.mustNotBePassed(lo)
 	s.root.scanLeaves(0, 0, lo, hi, yield, s.capture.mustRead)
 }
 

@@ -1,6 +1,9 @@
 package cow
 
-import "iter"
+import (
+	"iter"
+	"sync/atomic"
+)
 
 // MapSnapshot is a read-only version of a Map, frozen by a Capture. Any
 // number of goroutines may read it concurrently with each other and with the
@@ -11,6 +14,8 @@ type MapSnapshot[K comparable, V any] struct {
 	hash    func(K) uint64
 	equal   func(a, b V) bool
 	capture *Capture
+	live    *Map[K, V]                   // the map it was taken of, for Passed
+	front   atomic.Pointer[readFrontier] // set by Passed
 }
 
 // Snapshot captures the map's current version in O(1) and returns it. It
@@ -23,7 +28,7 @@ func (m *Map[K, V]) Snapshot() *MapSnapshot[K, V] {
 		c    Capture
 	}) // one allocation for both
 	m.owner.captureInto(&a.c)
-	a.snap = MapSnapshot[K, V]{root: m.root, len: m.len, hash: m.hash, equal: m.equal, capture: &a.c}
+	a.snap = MapSnapshot[K, V]{root: m.root, len: m.len, hash: m.hash, equal: m.equal, capture: &a.c, live: m}
 	return &a.snap
 }
 
@@ -33,7 +38,7 @@ func (m *Map[K, V]) Snapshot() *MapSnapshot[K, V] {
 // releasing any of them releases the capture. Writer goroutine only.
 func (m *Map[K, V]) View(c *Capture) *MapSnapshot[K, V] {
 	c.mustView(m.owner)
-	return &MapSnapshot[K, V]{root: m.root, len: m.len, hash: m.hash, equal: m.equal, capture: c}
+	return &MapSnapshot[K, V]{root: m.root, len: m.len, hash: m.hash, equal: m.equal, capture: c, live: m}
 }
 
 // Epoch returns the epoch of the snapshot's capture: snapshots of one owner
@@ -59,7 +64,9 @@ func (s *MapSnapshot[K, V]) Len() int {
 // Get returns the value of k and whether it is present.
 func (s *MapSnapshot[K, V]) Get(k K) (V, bool) {
 	s.capture.mustRead()
-	return s.root.lookup(s.hash(k), k)
+	h := s.hash(k)
+	s.mustNotBePassed(h)
+	return s.root.lookup(h, k)
 }
 
 // All yields every entry in hash order. It checks at every leaf that the
@@ -67,6 +74,7 @@ func (s *MapSnapshot[K, V]) Get(k K) (V, bool) {
 func (s *MapSnapshot[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
 		s.capture.mustRead()
+		s.mustNotBePassed(0)
 		s.root.all(yield, s.capture.mustRead)
 	}
 }
@@ -74,5 +82,6 @@ func (s *MapSnapshot[K, V]) All() iter.Seq2[K, V] {
 // GetHashed is Get for a caller that already has h, the hash of k.
 func (s *MapSnapshot[K, V]) GetHashed(h uint64, k K) (V, bool) {
 	s.capture.mustRead()
+	s.mustNotBePassed(h)
 	return s.root.lookup(h, k)
 }

@@ -380,6 +380,14 @@ type cellView[C any] struct {
 
 func (v cellView[C]) len() int { return v.k8.Len() + v.k15.Len() + v.k31.Len() + v.long.Len() }
 
+// passed is cow.MapSnapshot.Passed of each of the view's maps.
+func (v cellView[C]) passed(below uint64) {
+	v.k8.Passed(below)
+	v.k15.Passed(below)
+	v.k31.Passed(below)
+	v.long.Passed(below)
+}
+
 func (v cellView[C]) get(h uint64, ck string) (C, bool) {
 	switch {
 	case isKey8(ck):

@@ -406,3 +406,5 @@ func (c *cells[K, N, C]) view(c2 *cow.Capture) any { return c.m.view(c2) }
 
 // viewLen returns the number of entries of a view.
 func (c *cells[K, N, C]) viewLen(v any) int { return v.(cellView[C]).len() }
+
+func (c *cells[K, N, C]) passed(v any, below uint64) { v.(cellView[C]).passed(below) }

@@ -36,6 +36,28 @@ func (snap *Snapshot) AppendKeyGroupEntries(dst []byte, name string, g int) ([]b
 	return dst, n, nil
 }
 
+// Passed promises that no reader of snap reads the entries of key groups
+// up to g of the named state again, through any view of snap's capture:
+// the table's writer may then update those entries in place rather than
+// copy what the capture shares with the live table (cow.MapSnapshot.Passed,
+// whose terms apply: a capture read once, in key-group order, and nothing
+// else; a read behind the promise panics, cow.ErrPassed). A snapshot write
+// that releases its snapshot when done calls it after each key group's
+// section (cowstate.WriteSnapshotAndRelease). Cost O(1); the reader's
+// goroutine.
+func (snap *Snapshot) Passed(name string, g int) error {
+	r, ok := snap.regs[name]
+	if !ok {
+		return fmt.Errorf("%w %q in snapshot", ErrUnknownState, name)
+	}
+	_, hi, err := snap.groupHashes(g)
+	if err != nil || hi == ^uint64(0) {
+		return err // the last key group: the write is at its end
+	}
+	r.passed(snap.views[name], hi+1)
+	return nil
+}
+
 // groupHashes returns the entry hashes [lo, hi] of key group g.
 func (snap *Snapshot) groupHashes(g int) (lo, hi uint64, err error) {
 	if g < 0 || g >= snap.maxPar {

@@ -190,6 +190,9 @@ type registered interface {
 	// appendEntries appends the same entries, as blobs, and counts them
 	// (see Snapshot.AppendKeyGroupEntries).
 	appendEntries(view any, lo, hi uint64, now int64, dst []byte) ([]byte, int)
+	// passed tells the writer that no entry of a view with an entry
+	// hash below below is read again (see Snapshot.Passed).
+	passed(view any, below uint64)
 	// restore decodes one entry and stores it.
 	restore(ck string, cell []byte) error
 	// restoreRun decodes and stores a run of n entries (see
