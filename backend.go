@@ -149,6 +149,19 @@ func (b *Backend) View(fn func(snap *Snapshot) error) error {
 // goroutine.
 func (b *Backend) LiveSnapshots() int { return b.owner.LiveCaptures() }
 
+// DistinctWrites returns an estimate of how many distinct state entries
+// were written since the previous call, within about 1.6% (a write of a
+// value equal to the present one is no write; timers are not counted),
+// and starts the next count. The first call starts counting and returns
+// ok false: until then writes cost nothing more, and after it a write
+// costs a compare and a store. A checkpoint store calls it as it takes
+// each checkpoint, to decide whether the next one's delta can pay off
+// (checkpoint.Policy). Cost O(4096); writer goroutine only.
+func (b *Backend) DistinctWrites() (n int, ok bool) {
+	d, ok := b.owner.DistinctWrites()
+	return int(d), ok
+}
+
 // Snapshot is every keyed state and timer of a Backend at one version.
 // Any goroutine may read it until it is released.
 type Snapshot struct {

@@ -65,6 +65,9 @@ func Example_metrics() {
 			panic(err)
 		}
 	}
+	// Checkpoint 1 follows the load, which wrote every entry: it is full,
+	// and not kept as a base (Policy.MaxChangeShare). Checkpoint 2, one
+	// change later, is full and kept; checkpoint 3 is a delta from it.
 	for id := uint64(1); id <= 3; id++ {
 		if err := count.Put("user-7", statetable.VoidNamespace{}, int64(id)); err != nil {
 			panic(err)
@@ -84,8 +87,8 @@ func Example_metrics() {
 	}
 	fmt.Println("checkpoint_bytes > 0:", metrics.Get("checkpoint_bytes").(*expvar.Int).Value() > 0)
 	// Output:
-	// checkpoints_full 1
-	// checkpoints_incremental 2
+	// checkpoints_full 2
+	// checkpoints_incremental 1
 	// checkpoint_last_kind "incremental"
 	// state_entries_count 100
 	// live_snapshots 1

@@ -75,6 +75,7 @@ func (s *Store) restore(ctx context.Context, m *Manifest) error {
 	// names and codecs.
 	if m.Kind != KindSavepoint && m.KeyGroups == s.b.KeyGroups() && !s.b.Translated() {
 		s.base = &checkpointBase{manifest: m, snap: s.b.Snapshot()}
+		s.b.DistinctWrites() // the restore's writes are the base, not changes from it
 	}
 	return nil
 }

@@ -28,10 +28,11 @@ import (
 // entries and timers, the delta is at most MaxDeltaShare of the base
 // chain's full snapshot, and the chain's deltas together stay within
 // MaxChainShare of it; otherwise it is full. So a restore reads the full
-// snapshot and at most MaxChainShare of its size again in deltas. After a
-// checkpoint that changed more than MaxChangeShare, the store keeps no
-// base for a while, so that the writer runs with no snapshot live between
-// checkpoints, and those checkpoints are full (see baseSkips).
+// snapshot and at most MaxChainShare of its size again in deltas. When the
+// entries written since the previous checkpoint come to more than
+// MaxChangeShare, the checkpoint is full and not kept as a base, so that
+// the writer runs with no snapshot live until the next one (see
+// changesHigh).
 //
 // An incremental checkpoint whose chain has MaxChainLength deltas already
 // merges the newest deltas of the chain with its own (delta.Merge), and
@@ -156,7 +157,6 @@ type Store struct {
 	skipped   []string       // damaged manifests Open skipped
 	retention Retention
 	base      *checkpointBase        // last confirmed checkpoint, nil before the first
-	baseSkips baseSkips              // when a confirmed checkpoint's snapshot is not kept
 	pending   map[uint64]*Checkpoint // taken, not yet confirmed or aborted
 	inUse     map[string]int         // objects cleanup must not touch (being written or read)
 	lastID    uint64                 // highest checkpoint id taken
@@ -165,7 +165,7 @@ type Store struct {
 
 // checkpointBase is the last confirmed checkpoint: its manifest and its
 // snapshot, kept live so the next checkpoint can diff against it, or nil
-// when the next checkpoint is to be full (baseSkips).
+// when the next checkpoint is to be full (changesHigh).
 type checkpointBase struct {
 	manifest *Manifest
 	snap     *cowstate.Snapshot
@@ -173,62 +173,33 @@ type checkpointBase struct {
 	retired  bool // no longer the base: release when refs reach 0
 }
 
-// baseSkips decides whether a confirmed checkpoint's snapshot is kept as
-// the base of the next one.
+// changesHigh reports, as checkpoint snapshot snap is taken, whether the
+// entries written since the previous checkpoint (the backend's estimate,
+// Backend.DistinctWrites) are more than Policy.MaxChangeShare of snap's
+// entries and timers; s.mu held, writer goroutine.
 //
 // A live snapshot is not free: while one is live, the writer copies each
 // leaf of the state on its first write since the capture, and checks
 // ownership on every write after it (decision 0043). A base kept from one
-// checkpoint to the next keeps a capture live all the time. When the
-// changes between checkpoints are more than Policy.MaxChangeShare allows,
-// the next checkpoint is full whatever its base, and the base only costs
-// the writer: BenchmarkJob at 1M keys every second, where every key
-// changes within the second, kept 0.65-0.72 of the job's rate without
-// checkpoints with a base and 0.88-1.03 without (decision 0044).
-//
-// So after a checkpoint whose diff found too many changes, the snapshots
-// of the next checkpoints are not kept, and they are full with no diff:
-// one after the first such diff, then 3, then 7 while every probe (a
-// checkpoint diffed against a kept base) finds too many changes again; a
-// delta written resets it. A store whose changes stay high so diffs once
-// in eight checkpoints, and one whose changes fall back finds out within
-// eight. Whether a checkpoint with no base is kept is decided as it is
-// taken, so that its snapshot is released as soon as its write has read
-// it, before the storage's commit (Checkpoint.releaseWhenRead).
-type baseSkips struct {
-	left int // checkpoints still to take without keeping their snapshot
-	run  int // checkpoints not kept after the last diff with too many changes
+// checkpoint to the next keeps a capture live all the time, and pays off
+// only if the next checkpoint's delta is written. The interval just gone
+// is what the next one is likely to be: when its changes were more than
+// a delta may hold, the checkpoint is full with no diff (its base, if
+// any, released at once), and not kept, so that its write releases it as
+// it goes and the writer runs with no snapshot live until the next one
+// (WriteSnapshotAndRelease). Otherwise it is a delta if it has a base,
+// and is kept as the next one's base; a diff that finds too many changes
+// after all (a change of pace) also leaves no base (decision 0047, which
+// replaced the probes of decision 0044).
+func (s *Store) changesHigh(snap *cowstate.Snapshot) bool {
+	changed, ok := s.b.DistinctWrites()
+	return ok && s.policy.MaxChangeShare < 1 && float64(changed) > s.policy.MaxChangeShare*float64(snap.Size())
 }
 
-// baseSkipMax is the most checkpoints confirmed in a row without keeping
-// their snapshot, after diffs that kept finding too many changes.
-const baseSkipMax = 7
-
-// skipTaken reports, as a checkpoint with no base is taken, whether its
-// snapshot is not to be kept; s.mu held.
-func (k *baseSkips) skipTaken() bool {
-	if k.left > 0 {
-		k.left--
-		return true
-	}
-	return false
-}
-
-// keep reports whether checkpoint cp's snapshot is kept as the next base,
-// as cp is confirmed; s.mu held.
-func (k *baseSkips) keep(cp *Checkpoint) bool {
-	switch {
-	case cp.releaseWhenRead:
-		return false
-	case cp.tooManyChanges:
-		k.run = min(2*k.run+1, baseSkipMax)
-		k.left = k.run - 1 // cp is the first not kept
-		return false
-	case cp.kind == KindIncremental:
-		k.run, k.left = 0, 0
-	}
-	return true
-}
+// keepAsBase reports whether checkpoint cp's snapshot is kept as the next
+// base, as cp is confirmed: unless it was to be released as written, or
+// its diff found too many changes.
+func keepAsBase(cp *Checkpoint) bool { return !cp.releaseWhenRead && !cp.tooManyChanges }
 
 // Open takes ownership of the store in st for backend b: it reads the
 // newest manifest and commits the next one with the owner epoch raised, a
@@ -271,6 +242,7 @@ func Open(ctx context.Context, b *cowstate.Backend, st Storage, opts Options) (*
 		if err == nil {
 			s.current, s.skipped = next, head.skipped
 			s.lastID, s.lastSP = next.LastCheckpoint, next.LastSavepoint
+			b.DistinctWrites() // the first checkpoint's changes are counted from here (changesHigh)
 			return s, nil
 		}
 		if !(errors.Is(err, fs.ErrExist) || errors.Is(err, errSuperseded)) || attempt >= 10 {
@@ -498,7 +470,7 @@ type Checkpoint struct {
 	progress  snapshot.Progress
 	capture   time.Duration
 	// releaseWhenRead, set when it is taken: the snapshot is not to be the
-	// next base (baseSkips), so the full write releases it once it has read
+	// next base (changesHigh), so the full write releases it as it reads
 	// it, before the storage's commit (a directory's fsync, an object
 	// store's upload).
 	releaseWhenRead bool
@@ -623,7 +595,13 @@ func (s *Store) take(ctx context.Context, id uint64, savepoint bool, userMeta []
 	}
 	base := s.base
 	cp.names = []string{fullName(epoch, id)}
-	if base != nil && base.snap != nil && base.manifest.KeyGroups == s.b.KeyGroups() && !s.policy.AlwaysFull {
+	changesHigh := s.changesHigh(snap)
+	if changesHigh && base != nil && base.refs == 0 && base.snap != nil {
+		// No delta from it: the writer stops copying for it now.
+		base.snap.Release()
+		base.snap = nil
+	}
+	if base != nil && base.snap != nil && base.manifest.KeyGroups == s.b.KeyGroups() && !s.policy.AlwaysFull && !changesHigh {
 		base.refs++
 		// The chain it reads, and the names its delta may take.
 		for _, seg := range base.manifest.Segments {
@@ -631,7 +609,7 @@ func (s *Store) take(ctx context.Context, id uint64, savepoint bool, userMeta []
 		}
 	} else {
 		base = nil
-		cp.releaseWhenRead = s.baseSkips.skipTaken()
+		cp.releaseWhenRead = changesHigh
 	}
 	s.pending[id] = cp
 	s.use(cp.names...)
@@ -1116,7 +1094,7 @@ func (s *Store) confirm(id uint64) {
 		s.releaseBase(s.base)
 	}
 	snap := cp.snap
-	if !s.baseSkips.keep(cp) {
+	if !keepAsBase(cp) {
 		// The next checkpoint is full: no capture live until it is taken.
 		snap.Release()
 		snap = nil

@@ -150,7 +150,7 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 		if old, e, ok := m.root.lookupAt(h, k); ok {
 			if !m.sameValue(&old, &v) {
 				e.val = v // no diff can need the bounds (leafSame)
-				m.owner.wrote()
+				m.owner.wroteAt(h)
 				m.verify("Set")
 			}
 			m.owner.endWrite()
@@ -175,6 +175,7 @@ func (m *Map[K, V]) setWalk(h uint64, k K, v V, keep func(K) K) (replaced bool) 
 	case inserted:
 		m.len++
 	}
+	m.owner.noteWrite(h)
 	m.setRoot(root, fresh)
 	m.verify("Set")
 	m.owner.endWrite()
@@ -304,6 +305,7 @@ func (m *Map[K, V]) DeleteHashed(h uint64, k K) (old V, deleted bool) {
 	root, old, ok, fresh, _ := m.del(&m.root, m.owner.writable(m.rootEpoch), 0, h, k)
 	if ok {
 		m.len--
+		m.owner.noteWrite(h)
 		m.setRoot(root, fresh)
 		m.verify("Delete")
 	}

@@ -101,7 +101,7 @@ func (m *Map[K, V]) passedEntry(h uint64, k K, high uint64) *mapEntry[K, V] {
 func (m *Map[K, V]) writePassed(e *mapEntry[K, V], v V) {
 	if !m.sameValue(&e.val, &v) {
 		e.val = v
-		m.owner.wrote()
+		m.owner.wroteAt(e.hash)
 		m.verify("Set")
 	}
 }

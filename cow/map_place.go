@@ -81,7 +81,7 @@ func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, k
 		m.reuse.forget(m.owner) // all garbage with no capture live
 	}
 	e.val = v // no diff can need the bounds (leafSame)
-	m.owner.wrote()
+	m.owner.wroteAt(h)
 	m.verify("Set")
 	m.owner.endWrite()
 }
@@ -120,7 +120,7 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 	if parent != nil {
 		parent.narrow(slot, editAt(i, n), false)
 	}
-	m.owner.wrote()
+	m.owner.wroteAt(h)
 	m.verify("Set")
 	m.owner.endWrite()
 }
@@ -270,6 +270,6 @@ func (m *Map[K, V]) storeAt(p *Place[K, V], v V) {
 		}
 		e.val = v
 	}
-	m.owner.wrote()
+	m.owner.wroteAt(e.hash)
 	m.verify("Set")
 }

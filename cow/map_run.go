@@ -28,6 +28,11 @@ func (m *Map[K, V]) SetRun(run []MapEntry[K, V]) {
 	m.owner.beginWrite()
 	ents := mapEntries(run)
 	m.reuse.noteRun(ents)
+	if m.owner.sketch != nil {
+		for i := range ents {
+			m.owner.sketch.add(ents[i].hash)
+		}
+	}
 	root, added, fresh := m.setRun(&m.root, m.owner.writable(m.rootEpoch), 0, ents)
 	m.len += added
 	m.setRoot(root, fresh)

@@ -61,8 +61,11 @@ type Owner struct {
 	// reuse and waiting for it, bounded by reuseBudget and waitingBudget
 	// (map_reuse.go). Writer-only.
 	reuseBytes, waitingBytes int
-	high                     atomic.Uint64 // H: epoch of the newest live capture, 0 if none
-	low                      atomic.Uint64 // epoch of the oldest live capture, 0 if none
+	// sketch counts the distinct entries written since the last
+	// DistinctWrites, once that has been called; nil until then. Writer-only.
+	sketch *writeSketch
+	high   atomic.Uint64 // H: epoch of the newest live capture, 0 if none
+	low    atomic.Uint64 // epoch of the oldest live capture, 0 if none
 
 	mu   sync.Mutex
 	live []uint64 // epochs of live captures, ascending; guarded by mu
