@@ -27,6 +27,7 @@ func (s *Store) writeIncremental(ctx context.Context, cp *Checkpoint, base *chec
 		}
 		return nil, fmt.Errorf("%w: diff from checkpoint %d: %w", ErrInvalid, base.manifest.ID, err)
 	}
+	cp.diffed, cp.changed, cp.changeLimit = true, changed, limit
 	if !ok {
 		cp.tooManyChanges = true
 		return nil, nil // too many changes: a full snapshot is cheaper

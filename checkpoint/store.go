@@ -157,6 +157,14 @@ type Store struct {
 	skipped   []string       // damaged manifests Open skipped
 	retention Retention
 	base      *checkpointBase        // last confirmed checkpoint, nil before the first
+	// netShare is the share of the distinct writes of an interval that
+	// its diff found changed (entries written and deleted, or written back,
+	// within the interval are writes but no change): learned from each
+	// diff, it scales Backend.DistinctWrites to a number of changes
+	// (changesHigh).
+	netShare float64
+	// undiffed counts the checkpoints taken since the last diff.
+	undiffed int
 	pending   map[uint64]*Checkpoint // taken, not yet confirmed or aborted
 	inUse     map[string]int         // objects cleanup must not touch (being written or read)
 	lastID    uint64                 // highest checkpoint id taken
@@ -171,6 +179,7 @@ type checkpointBase struct {
 	snap     *cowstate.Snapshot
 	refs     int  // checkpoints diffing against it
 	retired  bool // no longer the base: release when refs reach 0
+	probe    bool // kept to measure netShare: the next checkpoint diffs
 }
 
 // changesHigh reports, as checkpoint snapshot snap is taken, whether the
@@ -191,10 +200,55 @@ type checkpointBase struct {
 // and is kept as the next one's base; a diff that finds too many changes
 // after all (a change of pace) also leaves no base (decision 0047, which
 // replaced the probes of decision 0044).
-func (s *Store) changesHigh(snap *cowstate.Snapshot) bool {
-	changed, ok := s.b.DistinctWrites()
-	return ok && s.policy.MaxChangeShare < 1 && float64(changed) > s.policy.MaxChangeShare*float64(snap.Size())
+//
+// The count is of distinct entries written, which is more than the
+// changes a diff finds when entries are written and deleted, or written
+// back, within the interval: the demo's session windows write about 1.4
+// entries for each change. So the count is scaled by the share a diff last
+// found changed (netShare, learnNetShare), a half until the first diff.
+func (s *Store) changesHigh(cp *Checkpoint) bool {
+	writes, ok := s.b.DistinctWrites()
+	cp.writes = -1
+	if ok {
+		cp.writes = writes
+	}
+	return ok && s.policy.MaxChangeShare < 1 && float64(writes)*s.netShare > s.policy.MaxChangeShare*float64(cp.snap.Size())
 }
+
+// initialNetShare is netShare until a diff measures it: a job whose
+// every write is a change (counts per key) and whose writes come to more
+// than twice MaxChangeShare keeps no base from its first checkpoint on.
+const initialNetShare = 0.5
+
+// learnNetShare sets netShare from checkpoint cp's diff, once it has run:
+// its changes over the distinct writes counted before cp. A diff stopped
+// short says only that the changes passed its limit: netShare becomes at
+// least what would have called that interval's writes too many. s.mu
+// held.
+func (s *Store) learnNetShare(cp *Checkpoint) {
+	if !cp.diffed {
+		return
+	}
+	s.undiffed = 0
+	if cp.writes <= 0 {
+		return
+	}
+	changed := float64(cp.changed)
+	if cp.tooManyChanges {
+		changed = max(changed, float64(cp.changeLimit)+1)
+	}
+	s.netShare = max(min(changed/float64(cp.writes), 1), minNetShare)
+}
+
+// minNetShare bounds netShare from below, so that a job whose writes
+// later turn into changes is not judged calm on any count of writes.
+const minNetShare = 1.0 / 64
+
+// probeEvery: after this many checkpoints without a diff, one is kept as
+// a base whatever the count of writes says, so that netShare is measured
+// again (a job whose writes had turned into fewer changes finds out
+// within this many checkpoints).
+const probeEvery = 16
 
 // keepAsBase reports whether checkpoint cp's snapshot is kept as the next
 // base, as cp is confirmed: unless it was to be released as written, or
@@ -214,6 +268,7 @@ func Open(ctx context.Context, b *cowstate.Backend, st Storage, opts Options) (*
 		b: b, st: st, policy: opts.Policy.withDefaults(), opts: opts, retention: opts.Retention,
 		writer:  hex.EncodeToString(nonce[:]),
 		pending: map[uint64]*Checkpoint{}, inUse: map[string]int{},
+		netShare: initialNetShare,
 	}
 	if s.opts.MaxPending <= 0 {
 		s.opts.MaxPending = 8
@@ -478,6 +533,11 @@ type Checkpoint struct {
 	// Set by the write's goroutine, read once done is closed.
 	kind           Kind          // the kind being written
 	tooManyChanges bool          // a diff stopped at Policy.MaxChangeShare: written full
+	diffed         bool          // a diff ran: changed is what it found
+	changed        int           // the changes the diff found (if it stopped: a lower bound)
+	changeLimit    int           // the changes the diff stopped at
+	writes         int           // Backend.DistinctWrites as it was taken; -1 if unknown
+	probe          bool          // kept as a base though its interval's writes were many (probeEvery)
 	written        int64         // bytes of the segments written
 	sync           time.Duration // in the storage's commits of the segments
 	commitT        time.Duration // committing the manifest
@@ -595,7 +655,15 @@ func (s *Store) take(ctx context.Context, id uint64, savepoint bool, userMeta []
 	}
 	base := s.base
 	cp.names = []string{fullName(epoch, id)}
-	changesHigh := s.changesHigh(snap)
+	changesHigh := s.changesHigh(cp)
+	switch {
+	case changesHigh && base != nil && base.probe:
+		changesHigh = false // diffed all the same: see below
+	case changesHigh && s.undiffed+1 >= probeEvery:
+		// Kept all the same, and the next checkpoint diffed against it:
+		// a netShare learned long ago, or never, is measured again.
+		changesHigh, cp.probe = false, true
+	}
 	if changesHigh && base != nil && base.refs == 0 && base.snap != nil {
 		// No delta from it: the writer stops copying for it now.
 		base.snap.Release()
@@ -610,6 +678,7 @@ func (s *Store) take(ctx context.Context, id uint64, savepoint bool, userMeta []
 	} else {
 		base = nil
 		cp.releaseWhenRead = changesHigh
+		s.undiffed++
 	}
 	s.pending[id] = cp
 	s.use(cp.names...)
@@ -638,6 +707,9 @@ func (s *Store) finish(ctx context.Context, cp *Checkpoint, base *checkpointBase
 	if base != nil {
 		base.refs--
 		s.releaseBase(base)
+	}
+	if err == nil {
+		s.learnNetShare(cp)
 	}
 	s.unuse(cp.names...)
 	if cp.savepoint || err != nil {
@@ -1099,7 +1171,7 @@ func (s *Store) confirm(id uint64) {
 		snap.Release()
 		snap = nil
 	}
-	s.base = &checkpointBase{manifest: cp.manifest, snap: snap}
+	s.base = &checkpointBase{manifest: cp.manifest, snap: snap, probe: cp.probe}
 	delete(s.pending, id)
 	for other, p := range s.pending {
 		if other < id {

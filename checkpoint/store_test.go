@@ -1026,3 +1026,51 @@ func TestStore_FullReleasedAsWrittenRestoresItsCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestStore_LearnsWhatShareOfWritesChanges: a job whose writes are mostly
+// no change by the next checkpoint (entries written and deleted within
+// the interval) counts many distinct writes. Its checkpoints are full
+// and not kept until a probe keeps one (after probeEvery without a
+// diff); the diff against it measures how few writes were changes, and
+// from then on checkpoints are incremental. Every checkpoint restores to
+// what was captured.
+func TestStore_LearnsWhatShareOfWritesChanges(t *testing.T) {
+	st := Memory()
+	j := testjob.New(t, 16, nil)
+	for i := range 1000 {
+		j.Value.Put(fmt.Sprint("k", i), "n", 0)
+	}
+	s := open(t, j, st, Options{Retention: Retention{KeepLast: 40}})
+	kinds := ""
+	dumps := map[uint64][]string{}
+	last := uint64(probeEvery + 4)
+	for id := uint64(1); id <= last; id++ {
+		for i := range 600 { // written and gone by the checkpoint
+			j.Value.Put(fmt.Sprint("tmp", i), "n", int64(id))
+			j.Value.Clear(fmt.Sprint("tmp", i), "n")
+		}
+		for i := range 20 { // 2% of the entries changed
+			j.Value.Put(fmt.Sprint("k", (int(id)*37+i)%1000), "n", int64(id))
+		}
+		cp, want, err := checkpoint(t, j, s, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dumps[id] = want
+		s.Confirm(id)
+		kinds += string(cp.Manifest().Kind)[:1]
+	}
+	want := strings.Repeat("f", probeEvery) + strings.Repeat("i", int(last)-probeEvery)
+	if kinds != want {
+		t.Fatalf("kinds %s, want %s", kinds, want)
+	}
+	for _, id := range []uint64{1, probeEvery, last} {
+		r, _, err := restoreStore(t, st, id, nil)
+		if err != nil {
+			t.Fatalf("restore of %d: %v", id, err)
+		}
+		if got := r.Dump(t, nil); !slices.Equal(got, dumps[id]) {
+			t.Fatalf("checkpoint %d restored %d entries, differing from the %d captured", id, len(got), len(dumps[id]))
+		}
+	}
+}
