@@ -157,18 +157,18 @@ type Store struct {
 	skipped   []string       // damaged manifests Open skipped
 	retention Retention
 	base      *checkpointBase        // last confirmed checkpoint, nil before the first
+	pending   map[uint64]*Checkpoint // taken, not yet confirmed or aborted
+	inUse     map[string]int         // objects cleanup must not touch (being written or read)
+	lastID    uint64                 // highest checkpoint id taken
+	lastSP    uint64                 // highest savepoint id taken
+
 	// netShare is the share of the distinct writes of an interval that
 	// its diff found changed (entries written and deleted, or written back,
 	// within the interval are writes but no change): learned from each
 	// diff, it scales Backend.DistinctWrites to a number of changes
 	// (changesHigh).
 	netShare float64
-	// undiffed counts the checkpoints taken since the last diff.
-	undiffed int
-	pending   map[uint64]*Checkpoint // taken, not yet confirmed or aborted
-	inUse     map[string]int         // objects cleanup must not touch (being written or read)
-	lastID    uint64                 // highest checkpoint id taken
-	lastSP    uint64                 // highest savepoint id taken
+	undiffed int // checkpoints taken since the last diff
 }
 
 // checkpointBase is the last confirmed checkpoint: its manifest and its
@@ -182,10 +182,11 @@ type checkpointBase struct {
 	probe    bool // kept to measure netShare: the next checkpoint diffs
 }
 
-// changesHigh reports, as checkpoint snapshot snap is taken, whether the
-// entries written since the previous checkpoint (the backend's estimate,
-// Backend.DistinctWrites) are more than Policy.MaxChangeShare of snap's
-// entries and timers; s.mu held, writer goroutine.
+// changesHigh reports, as checkpoint cp is taken, whether the entries
+// written since the previous checkpoint (the backend's estimate,
+// Backend.DistinctWrites, scaled by netShare) are more than
+// Policy.MaxChangeShare of its snapshot's entries and timers, and records
+// the count in cp.writes; s.mu held, writer goroutine.
 //
 // A live snapshot is not free: while one is live, the writer copies each
 // leaf of the state on its first write since the capture, and checks

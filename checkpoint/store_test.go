@@ -821,12 +821,7 @@ func TestStore_PolicyChangeShare(t *testing.T) {
 // the checkpoint is kept, and the next ones are incremental. Every
 // checkpoint restores to what was captured.
 func TestStore_NoBaseWhileChangesStayHigh(t *testing.T) {
-	st := Memory()
-	j := testjob.New(t, 16, nil)
-	for i := range 1000 {
-		j.Value.Put(fmt.Sprint("k", i), "n", 0)
-	}
-	s := open(t, j, st, Options{Retention: Retention{KeepLast: 30}})
+	st, j, s := thousandKeys(t)
 	kinds, kept, written := "", "", ""
 	dumps := map[uint64][]string{}
 	for id := uint64(1); id <= 17; id++ {
@@ -866,7 +861,25 @@ func TestStore_NoBaseWhileChangesStayHigh(t *testing.T) {
 	if want := "00000000000122012"; written != want {
 		t.Fatalf("snapshots live after each write: %s, want %s", written, want)
 	}
-	for _, id := range []uint64{3, 12, 14, 15, 17} {
+	restoresAsCaptured(t, st, dumps, 3, 12, 14, 15, 17)
+}
+
+// thousandKeys returns a store, keeping 40 checkpoints, of a job with
+// 1000 value entries.
+func thousandKeys(t *testing.T) (Storage, *testjob.Job, *Store) {
+	st := Memory()
+	j := testjob.New(t, 16, nil)
+	for i := range 1000 {
+		j.Value.Put(fmt.Sprint("k", i), "n", 0)
+	}
+	return st, j, open(t, j, st, Options{Retention: Retention{KeepLast: 40}})
+}
+
+// restoresAsCaptured checks that each checkpoint of ids in st restores to
+// the dump taken at its capture.
+func restoresAsCaptured(t *testing.T, st Storage, dumps map[uint64][]string, ids ...uint64) {
+	t.Helper()
+	for _, id := range ids {
 		r, _, err := restoreStore(t, st, id, nil)
 		if err != nil {
 			t.Fatalf("restore of %d: %v", id, err)
@@ -1035,12 +1048,7 @@ func TestStore_FullReleasedAsWrittenRestoresItsCapture(t *testing.T) {
 // from then on checkpoints are incremental. Every checkpoint restores to
 // what was captured.
 func TestStore_LearnsWhatShareOfWritesChanges(t *testing.T) {
-	st := Memory()
-	j := testjob.New(t, 16, nil)
-	for i := range 1000 {
-		j.Value.Put(fmt.Sprint("k", i), "n", 0)
-	}
-	s := open(t, j, st, Options{Retention: Retention{KeepLast: 40}})
+	st, j, s := thousandKeys(t)
 	kinds := ""
 	dumps := map[uint64][]string{}
 	last := uint64(probeEvery + 4)
@@ -1064,13 +1072,5 @@ func TestStore_LearnsWhatShareOfWritesChanges(t *testing.T) {
 	if kinds != want {
 		t.Fatalf("kinds %s, want %s", kinds, want)
 	}
-	for _, id := range []uint64{1, probeEvery, last} {
-		r, _, err := restoreStore(t, st, id, nil)
-		if err != nil {
-			t.Fatalf("restore of %d: %v", id, err)
-		}
-		if got := r.Dump(t, nil); !slices.Equal(got, dumps[id]) {
-			t.Fatalf("checkpoint %d restored %d entries, differing from the %d captured", id, len(got), len(dumps[id]))
-		}
-	}
+	restoresAsCaptured(t, st, dumps, 1, probeEvery, last)
 }
