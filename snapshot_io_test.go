@@ -271,23 +271,20 @@ func TestWriteSnapshotAndRelease_RestoresTheCapture(t *testing.T) {
 			wantDump, frozen := j.Dump(t, snap), maps.Clone(model)
 
 			var buf bytes.Buffer
-			done := make(chan error, 1)
-			go func() { done <- cowstate.WriteSnapshotAndRelease(context.Background(), &buf, snap, nil) }()
+			var writeErr error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				writeErr = cowstate.WriteSnapshotAndRelease(context.Background(), &buf, snap, nil)
+			}()
 			var (
 				other     *cowstate.Snapshot
 				otherDump []string
 				otherWant map[int64]int64
 				keys      = make([]int64, 256)
 			)
-			for round := 0; ; round++ {
-				select {
-				case err := <-done:
-					done <- err
-				default:
-				}
-				if len(done) > 0 && round >= 20 {
-					break
-				}
+			// Writes while the snapshot is written, and at least 20 rounds.
+			for round := 0; round < 20 || !closed(done); round++ {
 				for i := range keys {
 					keys[i] = int64((round*7919 + i*104729) % n)
 				}
@@ -308,8 +305,9 @@ func TestWriteSnapshotAndRelease_RestoresTheCapture(t *testing.T) {
 					otherDump, otherWant = j.Dump(t, other), maps.Clone(model)
 				}
 			}
-			if err := <-done; err != nil {
-				t.Fatal(err)
+			<-done
+			if writeErr != nil {
+				t.Fatal(writeErr)
 			}
 			if !snap.Released() {
 				t.Fatal("the snapshot is still live after WriteSnapshotAndRelease returned")
@@ -349,5 +347,15 @@ func TestWriteSnapshotAndRelease_RestoresTheCapture(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// closed reports whether c is closed, without waiting.
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

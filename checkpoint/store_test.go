@@ -992,14 +992,13 @@ func TestStore_FullReleasedAsWrittenRestoresItsCapture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for busy := 0; ; busy++ {
+		for done := false; !done; {
 			select {
 			case <-cp.Done():
+				done = true
 			default:
-				write()
-				continue
+				write() // while the checkpoint is written
 			}
-			break
 		}
 		if err := cp.Wait(); err != nil {
 			t.Fatal(err)
