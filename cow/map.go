@@ -38,7 +38,7 @@ type Map[K comparable, V any] struct {
 	checks    invariants.Budget // when verify runs Check (-race, invariants tag)
 	// front is how far the reader of a capture read once in hash order
 	// has passed (MapSnapshot.Passed): set by that reader, loaded by the
-	// writer only on a path that would otherwise copy (passedEntry).
+	// writer only on a path that would otherwise copy (passedLeaf).
 	front atomic.Pointer[readFrontier]
 }
 

@@ -63,17 +63,13 @@ func (s *MapSnapshot[K, V]) mustNotBePassed(lo uint64) {
 }
 
 // passedEntry returns the entry of k (hash h) when the reader of the only
-// live capture, high, has passed its whole leaf (MapSnapshot.Passed), so
-// that its value may be written in place though the capture reaches it;
-// nil otherwise (no frontier of that capture, another capture live, k
-// absent, or its leaf not passed). A write there changes no node's
-// shape, count or bounds: only the reader of that capture could tell, and
-// it has gone past. Writer goroutine only; it walks again what the caller
-// just walked, in cache.
+// live capture, high, has passed its whole leaf (passedLeaf), so that its
+// value may be written in place though the capture reaches it; nil
+// otherwise (k absent, or its leaf not passed). Writer goroutine only; it
+// walks again what the caller just walked, in cache.
 func (m *Map[K, V]) passedEntry(h uint64, k K, high uint64) *mapEntry[K, V] {
-	f := m.front.Load()
-	if f == nil || f.epoch != high || m.owner.low.Load() != high {
-		return nil
+	if f := m.front.Load(); f == nil || f.epoch != high {
+		return nil // no frontier of that capture: no walk
 	}
 	s := &m.root
 	rest := h
@@ -84,16 +80,31 @@ func (m *Map[K, V]) passedEntry(h uint64, k K, high uint64) *mapEntry[K, V] {
 		rest <<= mapBits
 		depth++
 	}
-	// The last hash the leaf's path covers: the root leaf covers them
-	// all, and so is never passed (below stays under 2^64).
-	last := h | ^uint64(0)>>(mapBits*depth)
-	if s.n <= 0 || last >= f.below.Load() {
+	if s.n <= 0 || !m.passedLeaf(h, depth, high) {
 		return nil
 	}
 	if _, e, _, ok := seekLeaf[K, V](s.p, uintptr(s.n), h, rest, k); ok {
 		return e
 	}
 	return nil
+}
+
+// passedLeaf reports whether the reader of the only live capture, high,
+// has passed (MapSnapshot.Passed) the whole leaf at depth depth on the
+// path of hash h, so that its values may be written in place though the
+// capture reaches it: false with no frontier of that capture or with
+// another capture live. A write there changes no node's shape, count or
+// bounds: only the reader of that capture could tell, and it has gone
+// past. O(1); writer goroutine only.
+func (m *Map[K, V]) passedLeaf(h uint64, depth int, high uint64) bool {
+	f := m.front.Load()
+	if f == nil || f.epoch != high || m.owner.low.Load() != high {
+		return false
+	}
+	// The last hash the leaf's path covers: the root leaf covers them
+	// all, and so is never passed (below stays under 2^64).
+	last := h | ^uint64(0)>>(mapBits*depth)
+	return last < f.below.Load()
 }
 
 // writePassed is the in-place write of SetHashed and Store for a key

@@ -86,27 +86,67 @@ func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, k
 	m.owner.endWrite()
 }
 
-// updateLive is UpdateHashed with a capture live (high, not 0). A key in
-// a leaf the writer owns, under branches it owns (ownedEntry), the common
-// case between two captures, is written in place as with no capture, its
-// parent told of the edit (leafSame); anything else, a leaf or a path
-// shared with a capture or an absent key, is Find then Store. The call of
-// f and the checks after it are written out here and in UpdateHashed:
-// the same lines as a helper, which the compiler does not inline, cost
-// the no-capture path 641-740 ns against 530-583 at 10M entries
-// (statetable's BenchmarkReadModifyWrite, op=update, side by side).
+// updateLive is UpdateHashed with a capture live (high, not 0). One walk
+// down, reading the branch epochs beside the lookup's loads, tells what
+// the write may do with the key's entry:
+//   - in a leaf the writer owns, under branches it owns (the common case
+//     between two captures): write it in place as with no capture, its
+//     parent told of the edit (leafSame);
+//   - in a leaf the reader of the only live capture has passed
+//     (MapSnapshot.Passed): write it in place, with no bounds to tell;
+//   - otherwise (a leaf or a path shared with a capture, or an absent
+//     key): store it through the Place the walk found, which copies.
+//
+// The three share the walk: looking again for each (the owned walk, the
+// frontier's, then Find's) cost two more walks and a leaf search on every
+// update of a leaf ahead of a streamed checkpoint's reader (BenchmarkJob,
+// keys=10000000, every=1s). The call of f and the checks after it are
+// written out here and in UpdateHashed: the same lines as a helper, which
+// the compiler does not inline, cost the no-capture path 641-740 ns
+// against 530-583 at 10M entries (statetable's BenchmarkReadModifyWrite,
+// op=update, side by side).
 func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present bool) V, keep func(K) K) {
-	e, parent, slot, i, n := m.ownedEntry(h, k, high)
-	if e == nil {
-		e = m.passedEntry(h, k, high) // written as an owned leaf, with no bounds to tell
+	s := &m.root
+	rest := h // the bits below the current node's prefix, at the top
+	var parent *mapBranch[K, V]
+	slot, depth := 0, 0
+	writable := s.n == branchMark || m.rootEpoch > high
+	for s.n == branchMark {
+		b := (*mapBranch[K, V])(s.p)
+		writable = writable && b.epoch > high
+		slot = int(rest >> (64 - mapBits))
+		s = &b.kids[slot]
+		parent = b
+		rest <<= mapBits
+		depth++
 	}
-	if e == nil {
-		old, p, ok := m.findLive(h, k, high, false)
-		m.store(&p, h, k, f(old, ok), keep, false)
+	var old V
+	var e *mapEntry[K, V]
+	var i uintptr
+	ok := false
+	if s.n > 0 {
+		old, e, i, ok = seekLeaf[K, V](s.p, uintptr(s.n), h, rest, k)
+	}
+	if !ok {
+		m.SetHashed(h, k, f(old, false), keep)
 		return
 	}
+	n := int(s.n)
+	if !writable || parent != nil && parent.owned&(1<<slot) == 0 {
+		if !m.passedLeaf(h, depth, high) {
+			p := Place[K, V]{writes: m.owner.writes, epoch: m.owner.epoch}
+			if writable {
+				p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), s.n
+				p.copyLeaf = true // parent != nil: the root leaf is owned when writable
+			} else {
+				p.shared = true
+			}
+			m.store(&p, h, k, f(old, true), keep, false)
+			return
+		}
+		parent = nil // written as an owned leaf, with no bounds to tell
+	}
 	writes, epoch := m.owner.writes, m.owner.epoch
-	old := e.val
 	v := f(old, true)
 	if m.owner.writes != writes || m.owner.epoch != epoch {
 		m.SetHashed(h, k, v, keep) // f wrote or captured: e may be stale
@@ -118,39 +158,11 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 	m.owner.beginWrite()
 	e.val = v
 	if parent != nil {
-		parent.narrow(slot, editAt(i, n), false)
+		parent.narrow(slot, editAt(int(i), n), false)
 	}
 	m.owner.wroteAt(h)
 	m.verify("Set")
 	m.owner.endWrite()
-}
-
-// ownedEntry returns the entry of k (hash h), with a capture live (high),
-// when the writer may write it in place: every branch on the way has an
-// epoch above high and the leaf is its parent's own (or the root leaf,
-// written since the newest capture). It returns the leaf's parent (nil for
-// the root leaf), the leaf's slot in it, the entry's index and the leaf's
-// length; a nil entry when k is absent or the path is shared. It is
-// findLive's walk with its results in registers rather than a Place.
-func (m *Map[K, V]) ownedEntry(h uint64, k K, high uint64) (e *mapEntry[K, V], parent *mapBranch[K, V], slot, i, n int) {
-	s := &m.root
-	rest := h // the bits below the current node's prefix, at the top
-	writable := s.n == branchMark || m.rootEpoch > high
-	for s.n == branchMark {
-		b := (*mapBranch[K, V])(s.p)
-		writable = writable && b.epoch > high
-		slot = int(rest >> (64 - mapBits))
-		s = &b.kids[slot]
-		parent = b
-		rest <<= mapBits
-	}
-	if !writable || s.n <= 0 || parent != nil && parent.owned&(1<<slot) == 0 {
-		return nil, nil, 0, 0, 0
-	}
-	if _, x, j, ok := seekLeaf[K, V](s.p, uintptr(s.n), h, rest, k); ok {
-		return x, parent, slot, int(j), int(s.n)
-	}
-	return nil, nil, 0, 0, 0
 }
 
 // findLive is Find with a capture live (high, the newest live capture's

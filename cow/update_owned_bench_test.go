@@ -12,14 +12,18 @@ import (
 //
 //   - path=owned: a capture is live, and the writer has copied every
 //     node since it was taken (ownAll), so every update is written in
-//     place after ownedEntry's walk, which checks each branch's epoch and
+//     place after updateLive's walk, which checks each branch's epoch and
 //     the leaf's owned bit;
 //   - path=none: the capture released, the same leaves written where a
 //     lookup finds them, with no check;
+//   - path=passed: a new capture live, whose reader has passed every leaf
+//     (MapSnapshot.Passed, as a streamed checkpoint's reader does behind
+//     it), so every update is written in place after the same walk and a
+//     check of the frontier;
 //   - path=walk: the walk and the write alone (lookupAt, then the store),
 //     the floor under both.
 //
-// Each run measures the three in turn; to compare them side by side, run
+// Each run measures the four in turn; to compare them side by side, run
 // the test binary several times. Decision 0043 records what they measured.
 func BenchmarkUpdateOwned(b *testing.B) {
 	for _, size := range []int{1 << 20, 10_000_000} {
@@ -27,7 +31,7 @@ func BenchmarkUpdateOwned(b *testing.B) {
 	}
 }
 
-// updateOwnedPaths runs BenchmarkUpdateOwned's three paths at one size.
+// updateOwnedPaths runs BenchmarkUpdateOwned's four paths at one size.
 func updateOwnedPaths(b *testing.B, size int) {
 	u := updateOwnedSetup(b, size)
 	inc := func(v int64, _ bool) int64 { return v + 1 }
@@ -44,6 +48,10 @@ func updateOwnedPaths(b *testing.B, size int) {
 	b.Run("path=owned", updates)
 	c.Release()
 	b.Run("path=none", updates)
+	s := u.m.Snapshot()
+	s.Passed(^uint64(0))
+	b.Run("path=passed", updates)
+	s.Release()
 	b.Run("path=walk", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
