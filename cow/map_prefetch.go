@@ -1,8 +1,12 @@
 package cow
 
-import "unsafe"
+import (
+	"unsafe"
 
-// Prefetch loads into the CPU's cache what a lookup or update of each of
+	"github.com/cowstate/cowstate/internal/prefetch"
+)
+
+// Prefetch brings into the CPU's cache what a lookup or update of each of
 // hashes will read: the branch slots on the way to its leaf (with a
 // capture live, also each branch's header, which the ownership walk
 // reads) and the lines of the leaf around the entry's interpolated place.
@@ -16,9 +20,16 @@ import "unsafe"
 // key's (decision 0041). Prefetch walks each hash with a few loads and
 // no stores, so the walks of a group of keys are independent and their
 // misses overlap; the updates that follow find their lines in cache.
-// Groups of 4-8 keys do best: a larger group's lines are evicted from
-// the first-level cache before their update comes (decision 0045;
-// BenchmarkPrefetch). Cost: about ten loads a hash, most of them hits.
+// The walk down must load each branch slot to find the next node, but
+// the leaf's lines, the last and likeliest miss, are asked for with
+// prefetch instructions, which do not wait for their lines: loads would
+// hold the CPU's reorder window until they arrived, and keep the next
+// keys' walks and the first updates from starting (BenchmarkJob at 1M
+// keys: 97-107 ns an event with loads, 61-68 with prefetches; decision
+// 0048). Groups of 4-8 keys do best: a larger group's lines are evicted
+// from the first-level cache before their update comes (decisions 0045,
+// 0048; BenchmarkPrefetch). Cost: about ten loads and one or four
+// prefetches a hash.
 //
 // Writer goroutine only (it reads the live root).
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
@@ -30,10 +41,11 @@ func (m *Map[K, V]) Prefetch(hashes []uint64) {
 	keep(sink)
 }
 
-// touchPath loads what lookupAt reads for hash h below s, and with
-// headers the first word of each branch on the way, and returns the sum
-// of what it loaded (for keep). In a leaf of leafWindowMin entries or
-// more it loads every line of the window seekLeaf compares; in a shorter
+// touchPath loads the branch slots lookupAt reads for hash h below s,
+// with headers also the first word of each branch on the way, and
+// returns the sum of what it loaded (for keep). Of the leaf it
+// prefetches, without waiting, every line of the window seekLeaf
+// compares in a leaf of leafWindowMin entries or more, and in a shorter
 // one the line of the interpolated entry, where the scan starts.
 func (s *mapSlot[K, V]) touchPath(h uint64, headers bool) uint64 {
 	var sum uint64
@@ -51,10 +63,12 @@ func (s *mapSlot[K, V]) touchPath(h uint64, headers bool) uint64 {
 	}
 	n := uintptr(s.n)
 	i := uintptr((rest >> 32) * uint64(n) >> 32)
+	size := unsafe.Sizeof(mapEntry[K, V]{})
 	if n < leafWindowMin {
-		return sum + leafAt[K, V](s.p, i).hash
+		prefetch.Range(unsafe.Pointer(leafAt[K, V](s.p, i)), size)
+		return sum
 	}
 	j := min(i-min(i, leafWindow/2), n-leafWindow)
-	w := uintptr(unsafe.Pointer(leafAt[K, V](s.p, j)))
-	return sum + touchLines(w, leafWindow*unsafe.Sizeof(mapEntry[K, V]{}))
+	prefetch.Range(unsafe.Pointer(leafAt[K, V](s.p, j)), leafWindow*size)
+	return sum
 }

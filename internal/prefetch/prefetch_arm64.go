@@ -1,0 +1,8 @@
+package prefetch
+
+import "unsafe"
+
+// lines issues PRFM PLDL1KEEP for each cache line of [p, p+size), size > 0.
+//
+//go:noescape
+func lines(p unsafe.Pointer, size uintptr)
