@@ -7,7 +7,7 @@
 // instructions); a prefetch instruction retires at once, and the code
 // after it runs on while the line comes. It is a hint: it reads nothing
 // the program sees and cannot fault, and on a platform without an
-// implementation it does nothing.
+// implementation, or built with the purego tag, it does nothing.
 package prefetch
 
 import "unsafe"
