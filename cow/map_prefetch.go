@@ -28,8 +28,8 @@ import (
 // keys: 97-107 ns an event with loads, 61-68 with prefetches; decision
 // 0048). Groups of 4-8 keys do best: a larger group's lines are evicted
 // from the first-level cache before their update comes (decisions 0045,
-// 0048; BenchmarkPrefetch). Cost: about ten loads and one or four
-// prefetches a hash.
+// 0048; BenchmarkPrefetch). Cost: about ten loads a hash, most of them
+// hits, and a prefetch of one to four lines.
 //
 // Writer goroutine only (it reads the live root).
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
