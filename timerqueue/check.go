@@ -35,12 +35,12 @@ func (q *Queue) Check() error {
 		if e.Val < 0 {
 			return fmt.Errorf("%w: pending timer %d %+v has key group %d", ErrInvariant, i, e.Key, e.Val)
 		}
-		if i > 0 && Compare(p[i-1].Key, e.Key) >= 0 {
+		if i > 0 && compareTree(p[i-1].Key, e.Key) >= 0 {
 			return fmt.Errorf("%w: pending timers %d %+v and %d %+v out of order", ErrInvariant, i-1, p[i-1].Key, i, e.Key)
 		}
 	}
 	if len(p) > 0 {
-		if first, _, ok := qtree(q).Min(); ok && Compare(p[len(p)-1].Key, first) >= 0 {
+		if first, _, ok := qtree(q).Min(); ok && compareTree(p[len(p)-1].Key, first) >= 0 {
 			return fmt.Errorf("%w: last pending timer %+v does not sort before the first in the tree %+v", ErrInvariant, p[len(p)-1].Key, first)
 		}
 	}

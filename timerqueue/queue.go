@@ -44,7 +44,7 @@ const defaultBatch = 256
 // it sorts before the last pending timer and to the tree otherwise (and a
 // buffer that callbacks grow too long goes back to the tree whole).
 type Queue struct {
-	// treep is the *cow.Tree[Timer, int], read through qtree. It is not
+	// treep is the *cow.Tree[treeTimer, int], read through qtree. It is not
 	// typed because a compiler that loads a type compiles every method of
 	// every generic instantiation its fields name, and every importer of the
 	// cowstate package loads Queue: typed, each user package recompiled the
@@ -54,7 +54,7 @@ type Queue struct {
 	// Advance state. pend[head:] are the pending timers, ascending; pend[:head]
 	// were fired (and zeroed). Both are empty outside Advance.
 	firing bool
-	pend   []cow.Entry[Timer, int]
+	pend   []cow.Entry[treeTimer, int]
 	head   int
 	batch  int // timers popped at a time; tests make it small
 	// pendWrote is the owner epoch of the last change to the pending timers
@@ -71,7 +71,7 @@ type Queue struct {
 // (state tables, the other time domain). O(1).
 func New(owner *cow.Owner) *Queue {
 	return &Queue{
-		treep: unsafe.Pointer(cow.NewTree[Timer, int](owner, Compare, cow.Equal[int])),
+		treep: unsafe.Pointer(cow.NewTree[treeTimer, int](owner, compareTree, cow.Equal[int])),
 		batch: defaultBatch,
 	}
 }
@@ -81,18 +81,18 @@ func (q *Queue) Owner() *cow.Owner { return qtree(q).Owner() }
 
 // pending returns the timers Advance popped and has not fired yet,
 // ascending; empty outside Advance.
-func (q *Queue) pending() []cow.Entry[Timer, int] { return q.pend[q.head:] }
+func (q *Queue) pending() []cow.Entry[treeTimer, int] { return q.pend[q.head:] }
 
 // inPending reports whether t sorts at or before the last pending timer,
 // that is, whether t belongs to the pending buffer rather than the tree; if
 // so it returns t's position in the buffer and whether t is there.
-func (q *Queue) inPending(t Timer) (i int, found, ok bool) {
+func (q *Queue) inPending(t treeTimer) (i int, found, ok bool) {
 	p := q.pending()
-	if len(p) == 0 || Compare(t, p[len(p)-1].Key) > 0 {
+	if len(p) == 0 || compareTree(t, p[len(p)-1].Key) > 0 {
 		return 0, false, false
 	}
-	i, found = slices.BinarySearchFunc(p, t, func(e cow.Entry[Timer, int], t Timer) int {
-		return Compare(e.Key, t)
+	i, found = slices.BinarySearchFunc(p, t, func(e cow.Entry[treeTimer, int], t treeTimer) int {
+		return compareTree(e.Key, t)
 	})
 	return q.head + i, found, true
 }
@@ -111,12 +111,13 @@ func (q *Queue) Register(t Timer, keyGroup int) (added bool) {
 	if keyGroup < 0 {
 		panic("timerqueue: Register: negative key group " + strconv.Itoa(keyGroup))
 	}
-	if i, found, ok := q.inPending(t); ok {
+	tt := inTree(t)
+	if i, found, ok := q.inPending(tt); ok {
 		if found {
 			return false
 		}
 		if len(q.pending()) < 2*q.batch {
-			q.pend = slices.Insert(q.pend, i, cow.Entry[Timer, int]{Key: t, Val: keyGroup})
+			q.pend = slices.Insert(q.pend, i, cow.Entry[treeTimer, int]{Key: tt, Val: keyGroup})
 			q.pendWrote = qtree(q).Owner().Epoch()
 			q.verify("Register")
 			return true
@@ -126,7 +127,7 @@ func (q *Queue) Register(t Timer, keyGroup int) (added bool) {
 		// pops it again) and register t there.
 		q.flushPending()
 	}
-	added = !qtree(q).Set(t, keyGroup)
+	added = !qtree(q).Set(tt, keyGroup)
 	q.verify("Register")
 	return added
 }
@@ -136,7 +137,8 @@ func (q *Queue) Register(t Timer, keyGroup int) (added bool) {
 // due in the Advance whose callback deletes it. O(log n); writer goroutine
 // only, including from an Advance callback.
 func (q *Queue) Delete(t Timer) (deleted bool) {
-	if i, found, ok := q.inPending(t); ok {
+	tt := inTree(t)
+	if i, found, ok := q.inPending(tt); ok {
 		if !found {
 			return false
 		}
@@ -145,7 +147,7 @@ func (q *Queue) Delete(t Timer) (deleted bool) {
 		q.verify("Delete")
 		return true
 	}
-	_, deleted = qtree(q).Delete(t)
+	_, deleted = qtree(q).Delete(tt)
 	q.verify("Delete")
 	return deleted
 }
@@ -153,23 +155,25 @@ func (q *Queue) Delete(t Timer) (deleted bool) {
 // Contains reports whether timer t is registered. O(log n); writer
 // goroutine only.
 func (q *Queue) Contains(t Timer) bool {
-	if _, found, ok := q.inPending(t); ok {
+	tt := inTree(t)
+	if _, found, ok := q.inPending(tt); ok {
 		return found
 	}
-	_, ok := qtree(q).Get(t)
+	_, ok := qtree(q).Get(tt)
 	return ok
 }
 
 // KeyGroup returns the key group timer t was registered with, and whether t
 // is registered. O(log n); writer goroutine only.
 func (q *Queue) KeyGroup(t Timer) (keyGroup int, ok bool) {
-	if i, found, in := q.inPending(t); in {
+	tt := inTree(t)
+	if i, found, in := q.inPending(tt); in {
 		if !found {
 			return 0, false
 		}
 		return q.pend[i].Val, true
 	}
-	return qtree(q).Get(t)
+	return qtree(q).Get(tt)
 }
 
 // Len returns the number of registered timers. O(1); writer goroutine only.
@@ -180,10 +184,10 @@ func (q *Queue) Len() int { return qtree(q).Len() + len(q.pending()) }
 // O(log n); writer goroutine only.
 func (q *Queue) Next() (Timer, bool) {
 	if p := q.pending(); len(p) > 0 {
-		return p[0].Key, true
+		return p[0].Key.timer(), true
 	}
 	t, _, ok := qtree(q).Min()
-	return t, ok
+	return t.timer(), ok
 }
 
 // Advance fires, in Compare order, every timer with Timestamp <= upTo and
@@ -219,7 +223,7 @@ func (q *Queue) Advance(upTo int64, fire func(t Timer, keyGroup int)) (fired int
 		// Timestamp upTo, so the bound is the first Timer of the next
 		// instant, and if that very timer is registered it is popped and put
 		// back (at most once per batch).
-		var bound Timer
+		var bound treeTimer
 		if upTo == math.MaxInt64 {
 			last, _, ok := qtree(q).Max()
 			if !ok {
@@ -227,13 +231,13 @@ func (q *Queue) Advance(upTo int64, fire func(t Timer, keyGroup int)) (fired int
 			}
 			bound = last
 		} else {
-			bound = Timer{Timestamp: upTo + 1}
+			bound = treeTimer{Timestamp: upTo + 1}
 		}
 		q.pend = qtree(q).PopMinUntil(bound, q.batch, q.pend[:0])
 		n := len(q.pend)
 		if n > 0 && q.pend[n-1].Key.Timestamp > upTo {
 			e := q.pend[n-1]
-			q.pend[n-1] = cow.Entry[Timer, int]{}
+			q.pend[n-1] = cow.Entry[treeTimer, int]{}
 			q.pend = q.pend[:n-1]
 			n--
 			qtree(q).Set(e.Key, e.Val)
@@ -244,12 +248,12 @@ func (q *Queue) Advance(upTo int64, fire func(t Timer, keyGroup int)) (fired int
 		owner := qtree(q).Owner()
 		for q.head < len(q.pend) {
 			e := q.pend[q.head]
-			q.pend[q.head] = cow.Entry[Timer, int]{} // hold no fired timer
+			q.pend[q.head] = cow.Entry[treeTimer, int]{} // hold no fired timer
 			q.head++
 			q.pendWrote = owner.Epoch()
 			fired++
 			if fire != nil {
-				fire(e.Key, e.Val)
+				fire(e.Key.timer(), e.Val)
 			}
 		}
 		q.pend, q.head = q.pend[:0], 0
@@ -288,12 +292,12 @@ func (q *Queue) flushPending() {
 func (q *Queue) All() iter.Seq2[Timer, int] {
 	return func(yield func(Timer, int) bool) {
 		for _, e := range q.pending() {
-			if !yield(e.Key, e.Val) {
+			if !yield(e.Key.timer(), e.Val) {
 				return
 			}
 		}
 		for t, kg := range qtree(q).All() {
-			if !yield(t, kg) {
+			if !yield(t.timer(), kg) {
 				return
 			}
 		}
@@ -310,7 +314,7 @@ func (q *Queue) verify(op string) {
 	}
 }
 
-func qtree(q *Queue) *cow.Tree[Timer, int] { return (*cow.Tree[Timer, int])(q.treep) }
-func stree(s *Snapshot) *cow.TreeSnapshot[Timer, int] {
-	return (*cow.TreeSnapshot[Timer, int])(s.treep)
+func qtree(q *Queue) *cow.Tree[treeTimer, int] { return (*cow.Tree[treeTimer, int])(q.treep) }
+func stree(s *Snapshot) *cow.TreeSnapshot[treeTimer, int] {
+	return (*cow.TreeSnapshot[treeTimer, int])(s.treep)
 }

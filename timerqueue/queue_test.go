@@ -540,7 +540,7 @@ func TestQueue_Check(t *testing.T) {
 	if err := q.Check(); err != nil {
 		t.Fatal(err)
 	}
-	q.pend = append(q.pend, cow.Entry[Timer, int]{Key: Timer{0, "a", ""}})
+	q.pend = append(q.pend, cow.Entry[treeTimer, int]{Key: inTree(Timer{0, "a", ""})})
 	if err := q.Check(); !errors.Is(err, ErrInvariant) {
 		t.Fatalf("Check with a timer pending outside Advance = %v, want ErrInvariant", err)
 	}

@@ -15,11 +15,11 @@ import (
 // panics (iterations check before every timer, so a release during an
 // iteration stops it with a panic too).
 type Snapshot struct {
-	treep unsafe.Pointer // *cow.TreeSnapshot[Timer, int], read through stree: see Queue.treep
+	treep unsafe.Pointer // *cow.TreeSnapshot[treeTimer, int], read through stree: see Queue.treep
 	// extra holds the pending timers of an Advance that was in progress when
 	// the capture was taken (a view taken from a callback): a private copy,
 	// ascending, every one before every timer of tree. Nil otherwise.
-	extra []cow.Entry[Timer, int]
+	extra []cow.Entry[treeTimer, int]
 }
 
 // View returns the queue's version frozen by c in O(1) (plus a copy of the
@@ -95,16 +95,17 @@ func (s *Snapshot) Len() int {
 // snapshot. O(log n).
 func (s *Snapshot) KeyGroup(t Timer) (keyGroup int, ok bool) {
 	s.mustRead()
-	if n := len(s.extra); n > 0 && Compare(t, s.extra[n-1].Key) <= 0 {
-		i, found := slices.BinarySearchFunc(s.extra, t, func(e cow.Entry[Timer, int], t Timer) int {
-			return Compare(e.Key, t)
+	tt := inTree(t)
+	if n := len(s.extra); n > 0 && compareTree(tt, s.extra[n-1].Key) <= 0 {
+		i, found := slices.BinarySearchFunc(s.extra, tt, func(e cow.Entry[treeTimer, int], t treeTimer) int {
+			return compareTree(e.Key, t)
 		})
 		if !found {
 			return 0, false
 		}
 		return s.extra[i].Val, true
 	}
-	return stree(s).Get(t)
+	return stree(s).Get(tt)
 }
 
 // Contains reports whether timer t is in the snapshot. O(log n).
@@ -119,12 +120,12 @@ func (s *Snapshot) All() iter.Seq2[Timer, int] {
 	return func(yield func(Timer, int) bool) {
 		for _, e := range s.extra {
 			s.mustRead()
-			if !yield(e.Key, e.Val) {
+			if !yield(e.Key.timer(), e.Val) {
 				return
 			}
 		}
 		for t, kg := range stree(s).All() {
-			if !yield(t, kg) {
+			if !yield(t.timer(), kg) {
 				return
 			}
 		}
@@ -164,7 +165,7 @@ func Diff(old, new *Snapshot) iter.Seq[cow.Change[Timer, int]] {
 	return func(yield func(cow.Change[Timer, int]) bool) {
 		if len(old.extra) == 0 && len(new.extra) == 0 {
 			for c := range cow.DiffTrees(stree(old), stree(new)) {
-				if !yield(c) {
+				if !yield(publicChange(c)) {
 					return
 				}
 			}
@@ -181,10 +182,10 @@ func Diff(old, new *Snapshot) iter.Seq[cow.Change[Timer, int]] {
 func diffExtra(old, new *Snapshot, yield func(cow.Change[Timer, int]) bool) {
 	extra := make([]Timer, 0, len(old.extra)+len(new.extra))
 	for _, e := range old.extra {
-		extra = append(extra, e.Key)
+		extra = append(extra, e.Key.timer())
 	}
 	for _, e := range new.extra {
-		extra = append(extra, e.Key)
+		extra = append(extra, e.Key.timer())
 	}
 	slices.SortFunc(extra, Compare)
 	extra = slices.Compact(extra)
@@ -203,7 +204,8 @@ func diffExtra(old, new *Snapshot, yield func(cow.Change[Timer, int]) bool) {
 		return true
 	}
 	i := 0
-	for c := range cow.DiffTrees(stree(old), stree(new)) {
+	for tc := range cow.DiffTrees(stree(old), stree(new)) {
+		c := publicChange(tc)
 		for ; i < len(extra) && Compare(extra[i], c.Key) < 0; i++ {
 			if !emit(extra[i]) {
 				return
@@ -221,4 +223,9 @@ func diffExtra(old, new *Snapshot, yield func(cow.Change[Timer, int]) bool) {
 			return
 		}
 	}
+}
+
+// publicChange returns a change of the tree as one of Timers.
+func publicChange(c cow.Change[treeTimer, int]) cow.Change[Timer, int] {
+	return cow.Change[Timer, int]{Kind: c.Kind, Key: c.Key.timer(), Old: c.Old, New: c.New}
 }

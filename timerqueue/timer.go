@@ -1,6 +1,9 @@
 package timerqueue
 
-import "strings"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // Timer is one registered timer: fire at Timestamp for Key in Namespace.
 // Key and Namespace are the encoded bytes of the user's key and namespace,
@@ -24,6 +27,56 @@ type Timer struct {
 func Compare(a, b Timer) int {
 	if a.Timestamp != b.Timestamp {
 		if a.Timestamp < b.Timestamp {
+			return -1
+		}
+		return 1
+	}
+	if c := strings.Compare(a.Key, b.Key); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Namespace, b.Namespace)
+}
+
+// treeTimer is a Timer as the queue's tree holds it, with the first eight
+// bytes of its key inline (head, big-endian, zero-padded): timers of one
+// instant are ordered by key, and a key's bytes live behind a pointer, so
+// without it each compare of a search reads a key of some other timer
+// from wherever it was allocated, a cache miss per compare once there are
+// more timers than the cache holds. With it, a compare reads only the
+// tree node, unless the two heads are equal (the same key, or keys longer
+// than eight bytes that share their first eight). 48 bytes, 8 more than a
+// Timer.
+type treeTimer struct {
+	Timestamp int64
+	head      uint64
+	Key       string
+	Namespace string
+}
+
+// inTree returns t as the tree holds it.
+func inTree(t Timer) treeTimer {
+	var b [8]byte
+	copy(b[:], t.Key)
+	return treeTimer{t.Timestamp, binary.BigEndian.Uint64(b[:]), t.Key, t.Namespace}
+}
+
+// timer returns the Timer t holds.
+func (t treeTimer) timer() Timer { return Timer{t.Timestamp, t.Key, t.Namespace} }
+
+// compareTree is Compare on the timers a and b hold. Heads that differ
+// order the keys as their bytes do: they differ at a byte both keys have,
+// or where the shorter key has ended (a zero of the padding) and the
+// longer one has a byte above zero, and a key is ordered before every
+// longer key it is a prefix of.
+func compareTree(a, b treeTimer) int {
+	if a.Timestamp != b.Timestamp {
+		if a.Timestamp < b.Timestamp {
+			return -1
+		}
+		return 1
+	}
+	if a.head != b.head {
+		if a.head < b.head {
 			return -1
 		}
 		return 1
