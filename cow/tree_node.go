@@ -1,5 +1,11 @@
 package cow
 
+import (
+	"unsafe"
+
+	"github.com/cowstate/cowstate/internal/prefetch"
+)
+
 // Node widths of the B+tree. Each node is one heap object holding fixed-size
 // arrays, so copying a node for copy-on-write is one allocation and one
 // struct copy, and the garbage collector scans one object per node. Nodes
@@ -145,6 +151,19 @@ func (b *treeBranch[K, V]) index(k K, compare func(a, b K) int) int {
 		}
 	}
 	return lo
+}
+
+// prefetchKeys asks for the lines of the leaf's keys with prefetch
+// instructions, for a search of a tree too large for the core's cache
+// (treeVersion.far): the search's probes, each on another line, then wait
+// for one miss together rather than for one miss each.
+func (l *treeLeaf[K, V]) prefetchKeys() {
+	prefetch.Range(unsafe.Pointer(&l.keys[0]), uintptr(l.n)*unsafe.Sizeof(l.keys[0]))
+}
+
+// prefetchKeys is treeLeaf.prefetchKeys for a branch's separators.
+func (b *treeBranch[K, V]) prefetchKeys() {
+	prefetch.Range(unsafe.Pointer(&b.keys[0]), uintptr(b.n-1)*unsafe.Sizeof(b.keys[0]))
 }
 
 // insertKid puts kid right after kids[i], separated from it by sep; the

@@ -437,7 +437,9 @@ func treeRandomOps(t treeTB, rng *rand.Rand, tr *Tree[int, int], model map[int]i
 }
 
 // TestTree_Large runs the real node widths at a size where the tree is
-// three levels deep, with snapshots taken and released along the way.
+// three levels deep and too large for a core's cache (its searches
+// prefetch each node's keys), with snapshots taken and released along
+// the way.
 func TestTree_Large(t *testing.T) {
 	n, space := 400_000, 200_000
 	if testing.Short() || invariants.Exhaustive {
@@ -452,6 +454,9 @@ func TestTree_Large(t *testing.T) {
 	}
 	if !invariants.Exhaustive && tr.height < 2 {
 		t.Fatalf("height %d, want at least 2", tr.height)
+	}
+	if !testing.Short() && !invariants.Exhaustive && !tr.far() {
+		t.Fatalf("%d entries of %d bytes not far: the searches' prefetches go untested", tr.Len(), 8)
 	}
 	var frozen []treeFrozen
 	for round := range 8 {
