@@ -257,6 +257,16 @@ func (v *ValueState[K, V]) UpdateEach(keys []K, f func(i int, old V) V) error {
 	return v.s.UpdateEach(keys, noNamespace, f)
 }
 
+// GetEach calls f(i, val) with the value of keys[i] (or the default),
+// for each index in turn: the values Get would return one by one, with
+// the cache misses of each group of keys overlapped. Use it to read a
+// batch of events' state at once. An error stops it, f called for the
+// keys before the failing one; the error names its index. Writer
+// goroutine only.
+func (v *ValueState[K, V]) GetEach(keys []K, f func(i int, val V)) error {
+	return v.s.GetEach(keys, noNamespace, f)
+}
+
 // Clear removes key's value.
 func (v *ValueState[K, V]) Clear(key K) error { return v.s.Clear(key, noNamespace) }
 

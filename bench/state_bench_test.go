@@ -175,3 +175,80 @@ func cloneMap(m map[int64]int64) map[int64]int64 {
 	}
 	return c
 }
+
+// BenchmarkValueGet reads the per-key int64 count of keys random keys,
+// each a value state's key through the public API, in batches of
+// jobBatch keys drawn uniform: impl=cowstate-get reads each by
+// ValueState.Get, impl=cowstate-geteach a batch by one ValueState.GetEach,
+// impl=map is the builtin map[int64]int64. An op is one read; every value
+// read is checked.
+func BenchmarkValueGet(b *testing.B) {
+	for _, size := range []int{1_000_000, 10_000_000} {
+		keys := randomKeys(size)
+		for _, impl := range []string{"cowstate-get", "cowstate-geteach", "map"} {
+			b.Run(fmt.Sprintf("keys=%d/impl=%s", size, impl), func(b *testing.B) {
+				var read func(batch []int64, idx []int)
+				bad := 0
+				switch impl {
+				case "map":
+					m := make(map[int64]int64, size)
+					for i, k := range keys {
+						m[k] = int64(i)
+					}
+					read = func(batch []int64, idx []int) {
+						for j, k := range batch {
+							if m[k] != int64(idx[j]) {
+								bad++
+							}
+						}
+					}
+				default:
+					be := newBackend(b)
+					v, err := cowstate.Value[int64, int64](be, "count")
+					if err != nil {
+						b.Fatal(err)
+					}
+					for i, k := range keys {
+						if err := v.Put(k, int64(i)); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if impl == "cowstate-get" {
+						read = func(batch []int64, idx []int) {
+							for j, k := range batch {
+								if n, err := v.Get(k); err != nil || n != int64(idx[j]) {
+									bad++
+								}
+							}
+						}
+					} else {
+						read = func(batch []int64, idx []int) {
+							if err := v.GetEach(batch, func(j int, n int64) {
+								if n != int64(idx[j]) {
+									bad++
+								}
+							}); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+				}
+				p := newPicker(size)
+				batch, idx := make([]int64, jobBatch), make([]int, jobBatch)
+				i := 0
+				for b.Loop() {
+					j := i % jobBatch
+					idx[j] = p.next()
+					batch[j] = keys[idx[j]]
+					i++
+					if j == jobBatch-1 {
+						read(batch, idx)
+					}
+				}
+				if bad != 0 {
+					b.Fatalf("%d reads did not find the value put", bad)
+				}
+			})
+		}
+	}
+}

@@ -185,6 +185,52 @@ func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V)
 	return nil
 }
 
+// GetEach calls f(i, v) for keys[0], keys[1], ... in turn, in namespace
+// ns, where v is the value of keys[i] (the default if it has none): the
+// values Get of each key in turn would return, with f called between
+// them, so that f may read and write states of the backend (this one
+// included: a later key then reads what f wrote) but not keys itself,
+// which is read a group of keys ahead of f.
+//
+// What it adds is speed at scale, as UpdateEach: each group of keys is
+// prefetched (cow.Map.Prefetch) before it is read, so the group's cache
+// misses overlap where one Get after another waits on each in turn; for
+// states without a TTL whose keys have a fixed width and no namespace.
+// Cost: one Get a key, less the misses a group overlaps
+// (BenchmarkValueGet).
+//
+// An error stops it: f has been called for the keys before the one that
+// failed and not after, and the error names the index and matches what
+// Get's would. Writer goroutine only.
+func (s *ValueState[K, N, V]) GetEach(keys []K, ns N, f func(i int, v V)) error {
+	if !s.direct8() {
+		return eachInGroups(s.cells, keys, func(i int) error {
+			v, err := s.Get(keys[i], ns)
+			if err != nil {
+				return fmt.Errorf("keys[%d]: %w", i, err)
+			}
+			f(i, v)
+			return nil
+		})
+	}
+	var hs, ks [prefetchGroup]uint64
+	for from := 0; from < len(keys); from += prefetchGroup {
+		group := keys[from:min(from+prefetchGroup, len(keys))]
+		for j, key := range group {
+			hs[j], ks[j] = s.locate8(key)
+		}
+		s.m.k8.Prefetch(hs[:len(group)])
+		for j := range group {
+			v, ok := s.m.k8.GetHashed(hs[j], ks[j])
+			if !ok {
+				v = s.def
+			}
+			f(from+j, v)
+		}
+	}
+	return nil
+}
+
 // prefetchGroup is how many keys UpdateEach prefetches before it updates
 // them: groups of 4-8 keys do best at 1M-10M entries, a larger group's
 // lines leave the first-level cache before their update (BenchmarkPrefetch
