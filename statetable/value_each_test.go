@@ -175,22 +175,8 @@ func TestValueState_UpdateEachStopsAtAKeyGroupNotOwned(t *testing.T) {
 // codec kc), on a table of 16 key groups that owns those of owned, and
 // checks it stops at the first key it does not own.
 func updateEachStops[K any](t *testing.T, s *ValueState[K, VoidNamespace, int64], kc Codec[K], owned KeyGroupRange, key func(int) K) {
-	const n = 40
-	owns := func(i int) bool { return owned.Contains(KeyGroupOf(HashKey(kc.Append(nil, key(i))), 16)) }
-	stop := -1
-	for i := range n {
-		if !owns(i) {
-			stop = i
-			break
-		}
-	}
-	if stop < 0 {
-		t.Fatalf("no key of %d in a group not owned", n)
-	}
-	keys := make([]K, n)
-	for i := range keys {
-		keys[i] = key(i)
-	}
+	keys, stop, owns := keysToNotOwned(t, kc, owned, key)
+	n := len(keys)
 	err := s.UpdateEach(keys, VoidNamespace{}, func(i int, old int64) int64 { return old + int64(i) + 1 })
 	if !errors.Is(err, ErrKeyGroupNotOwned) {
 		t.Fatalf("UpdateEach = %v; want an error matching ErrKeyGroupNotOwned", err)
@@ -210,6 +196,26 @@ func updateEachStops[K any](t *testing.T, s *ValueState[K, VoidNamespace, int64]
 			t.Fatalf("key %d (stopped at %d) = %d, %v; want %d", i, stop, got, err, want)
 		}
 	}
+}
+
+// keysToNotOwned returns keys 0-39 (named by key, with codec kc) on a
+// table of 16 key groups that owns those of owned, the index of the first
+// of them in a group it does not own, and which of them it owns.
+func keysToNotOwned[K any](t *testing.T, kc Codec[K], owned KeyGroupRange, key func(int) K) (keys []K, stop int, owns func(int) bool) {
+	const n = 40
+	owns = func(i int) bool { return owned.Contains(KeyGroupOf(HashKey(kc.Append(nil, key(i))), 16)) }
+	stop = -1
+	keys = make([]K, n)
+	for i := range keys {
+		keys[i] = key(i)
+		if stop < 0 && !owns(i) {
+			stop = i
+		}
+	}
+	if stop < 0 {
+		t.Fatalf("no key of %d in a group not owned", n)
+	}
+	return keys, stop, owns
 }
 
 // ReducingState.AddEach and AggregatingState.AddEach give what Add of

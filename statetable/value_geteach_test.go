@@ -114,22 +114,7 @@ func TestValueState_GetEachStopsAtAKeyGroupNotOwned(t *testing.T) {
 }
 
 func getEachStops[K any](t *testing.T, s *ValueState[K, VoidNamespace, int64], kc Codec[K], owned KeyGroupRange, key func(int) K) {
-	const n = 40
-	owns := func(i int) bool { return owned.Contains(KeyGroupOf(HashKey(kc.Append(nil, key(i))), 16)) }
-	stop := -1
-	for i := range n {
-		if !owns(i) {
-			stop = i
-			break
-		}
-	}
-	if stop < 0 {
-		t.Fatalf("no key of %d in a group not owned", n)
-	}
-	keys := make([]K, n)
-	for i := range keys {
-		keys[i] = key(i)
-	}
+	keys, stop, _ := keysToNotOwned(t, kc, owned, key)
 	var called []int
 	err := s.GetEach(keys, VoidNamespace{}, func(i int, _ int64) { called = append(called, i) })
 	if !errors.Is(err, ErrKeyGroupNotOwned) {

@@ -67,7 +67,9 @@ func (t treeTimer) timer() Timer { return Timer{t.Timestamp, t.Key, t.Namespace}
 // order the keys as their bytes do: they differ at a byte both keys have,
 // or where the shorter key has ended (a zero of the padding) and the
 // longer one has a byte above zero, and a key is ordered before every
-// longer key it is a prefix of.
+// longer key it is a prefix of. It repeats Compare's steps rather than
+// calling it: building two Timers and the call for every pair of distinct
+// timestamps took BenchmarkTimers (1M timers) from 714-720 to 1104-1181 ms.
 func compareTree(a, b treeTimer) int {
 	if a.Timestamp != b.Timestamp {
 		if a.Timestamp < b.Timestamp {
