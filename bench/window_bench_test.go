@@ -8,13 +8,13 @@ import (
 	"github.com/cowstate/cowstate/window"
 )
 
-// windowEventsPerSecond is how many events a window job's input holds per
-// second of event time: with windowKeys keys drawn uniform, a one-second
-// tumbling window holds about 86% of the keys, two events each.
+// A window job's input: windowKeys keys drawn uniform, windowEvents
+// events a one-second tumbling window of event time (about 86% of the keys,
+// two events each).
 const (
-	windowKeys            = 1_000_000
-	windowEventsPerSecond = 2_000_000
-	windowSize            = 1000 // ms
+	windowKeys   = 1_000_000
+	windowEvents = 2_000_000
+	windowSize   = 1000 // ms
 )
 
 // BenchmarkWindowJob is a windowed count as a job author writes it: every
@@ -22,9 +22,11 @@ const (
 // event time (keys random int64, drawn uniform; timestamps ascending, so
 // no event is late), and after each batch of jobBatch events the
 // watermark moves to the batch's last timestamp less one, which emits
-// every window that has ended. An op is one event, the emission
-// included; fires/event is how many (key, window) counts were emitted an
-// event. No checkpoints.
+// every window that has ended. An op is one window: its windowEvents
+// events, during which the window before it is emitted; the first window
+// is filled untimed, so every op fills one window and emits one.
+// ns/event is the time an event; fires/event how many (key, window)
+// counts were emitted an event. No checkpoints.
 //
 //   - impl=cowstate: window.Count with the window.Tumbling assigner: a
 //     reducing state namespaced by window and one end-of-window timer per
@@ -53,21 +55,15 @@ func BenchmarkWindowJob(b *testing.B) {
 			emitted += n
 			return nil
 		}
-		p := newPicker(windowKeys)
-		events := 0
-		for b.Loop() {
-			ts := windowTime(events)
-			if _, err := op.Add(keys[p.next()], ts, 1); err != nil {
+		events := windowJob(b, keys, &fired, func(k, ts int64) {
+			if _, err := op.Add(k, ts, 1); err != nil {
 				b.Fatal(err)
 			}
-			events++
-			if events%jobBatch == 0 {
-				if _, err := op.AdvanceWatermark(ts-1, emit); err != nil {
-					b.Fatal(err)
-				}
+		}, func(watermark int64) {
+			if _, err := op.AdvanceWatermark(watermark, emit); err != nil {
+				b.Fatal(err)
 			}
-		}
-		b.ReportMetric(float64(fired)/float64(events), "fires/event")
+		})
 		if _, err := op.Flush(emit); err != nil {
 			b.Fatal(err)
 		}
@@ -87,30 +83,47 @@ func BenchmarkWindowJob(b *testing.B) {
 				}
 			}
 		}
-		p := newPicker(windowKeys)
-		events := 0
-		for b.Loop() {
-			ts := windowTime(events)
+		events := windowJob(b, keys, &fired, func(k, ts int64) {
 			start := ts - ts%windowSize
 			counts := windows[start]
 			if counts == nil {
 				counts = make(map[int64]int64)
 				windows[start] = counts
 			}
-			counts[keys[p.next()]]++
-			events++
-			if events%jobBatch == 0 {
-				emitUpTo(ts - 1)
-			}
-		}
-		b.ReportMetric(float64(fired)/float64(events), "fires/event")
+			counts[k]++
+		}, emitUpTo)
 		emitUpTo(1<<63 - 1)
 		checkWindowCounts(b, emitted, events)
 	})
 }
 
-// windowTime is the event time of the i-th event of a window job, in ms.
-func windowTime(i int) int64 { return int64(i) * 1000 / windowEventsPerSecond }
+// windowJob feeds add the job's events, calling advance after each batch
+// of jobBatch events: one window untimed, then one window an op. It
+// reports ns/event and fires/event (from *fired, counted by the
+// implementation) for the timed part and returns how many events it fed.
+func windowJob(b *testing.B, keys []int64, fired *int64, add func(k, ts int64), advance func(watermark int64)) int {
+	p := newPicker(windowKeys)
+	events := 0
+	window := func() {
+		for range windowEvents {
+			ts := int64(events) * windowSize / windowEvents
+			add(keys[p.next()], ts)
+			events++
+			if events%jobBatch == 0 {
+				advance(ts - 1)
+			}
+		}
+	}
+	window()
+	timedFrom, firedBefore := events, *fired
+	for b.Loop() {
+		window()
+	}
+	timed := float64(events - timedFrom)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/timed, "ns/event")
+	b.ReportMetric(float64(*fired-firedBefore)/timed, "fires/event")
+	return events
+}
 
 func checkWindowCounts(b *testing.B, emitted int64, events int) {
 	if emitted != int64(events) {
