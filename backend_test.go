@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/cowstate/cowstate/delta"
 	"github.com/cowstate/cowstate/statetable"
@@ -106,6 +107,32 @@ func TestBackend_TimerOrderAndOnce(t *testing.T) {
 	if n, _ := timers.AdvanceWatermark(100, func(string, string, int64) error { return nil }); n != 0 {
 		t.Fatalf("%d timers fired twice", n)
 	}
+}
+
+// TestTimerService_TimersOfOneNamespaceShareItsString: timers made one
+// after another for the same namespace hold one string, so that the
+// queue's compares of them read no bytes; a namespace made in between
+// gets its own.
+func TestTimerService_TimersOfOneNamespaceShareItsString(t *testing.T) {
+	b := newBackend(t)
+	timers, _ := NamespacedTimers(b, "t", statetable.String, statetable.String)
+	made := func(key, ns string) string {
+		t.Helper()
+		tm, _, err := timers.timer(key, ns, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tm.Key != key || tm.Namespace != ns {
+			t.Fatalf("timer for %q/%q holds %q/%q", key, ns, tm.Key, tm.Namespace)
+		}
+		return tm.Namespace
+	}
+	w1 := made("a", "w1")
+	if again := made("b", "w1"); unsafe.StringData(again) != unsafe.StringData(w1) {
+		t.Fatal("two timers of namespace w1 in a row hold two strings")
+	}
+	made("c", "w2")
+	made("d", "w1")
 }
 
 func TestBackend_FireErrorLosesNothing(t *testing.T) {

@@ -21,6 +21,11 @@ type NamespacedTimerService[K, N any] struct {
 	event, processing *timerqueue.Queue
 	watermark         int64
 	buf               []byte
+	// namespace is the last namespace a timer was made for. A timer made
+	// for the same namespace bytes shares its string, so that the queue's
+	// compares of two such timers find one pointer and read no bytes (a
+	// window's end timers all have the window's namespace).
+	namespace string
 }
 
 // NamespacedTimers registers a timer service (or returns the one registered under the
@@ -58,8 +63,11 @@ func (s *NamespacedTimerService[K, N]) timer(key K, ns N, ts int64) (timerqueue.
 			statetable.ErrKeyGroupNotOwned, s.name, g, s.b.KeyGroups())
 	}
 	k := string(s.buf)
-	n := string(s.nc.Append(s.buf[:0], ns))
-	return timerqueue.Timer{Timestamp: ts, Key: k, Namespace: n}, g, nil
+	s.buf = s.nc.Append(s.buf[:0], ns)
+	if string(s.buf) != s.namespace {
+		s.namespace = string(s.buf)
+	}
+	return timerqueue.Timer{Timestamp: ts, Key: k, Namespace: s.namespace}, g, nil
 }
 
 // RegisterEventTime registers an event-time timer; it fires when the
