@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/cowstate/cowstate"
@@ -247,6 +248,138 @@ func BenchmarkValueGet(b *testing.B) {
 				}
 				if bad != 0 {
 					b.Fatalf("%d reads did not find the value put", bad)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkUpdateEach is BenchmarkValueGet's batches of 1024 uniform keys
+// as read-modify-writes (a count a key), for the keys a job has besides
+// integers: a string key (base-36 of a random int64, about 12 bytes, made
+// as the event's key is decoded, so its bytes are in cache), and an int64
+// key in a namespace (an int64 standing for a window's start, as a job
+// that keeps one count a key and window by hand). Update one by one
+// against UpdateEach, which prefetches each group of keys, and the
+// builtin map of the same keys. ns/op is per update, the string's making
+// included; each run checks the count of one key.
+func BenchmarkUpdateEach(b *testing.B) {
+	const size = 1_000_000
+	ints := randomKeys(size)
+	const window = int64(1_700_000_000_000)
+	for _, key := range []string{"string", "int64-in-namespace"} {
+		for _, impl := range []string{"cowstate-update", "cowstate-updateeach", "map"} {
+			b.Run(fmt.Sprintf("keys=%d/key=%s/impl=%s", size, key, impl), func(b *testing.B) {
+				var update func(idx []int, strs []string)
+				var count func() int64 // of ints[0]
+				switch {
+				case key == "string" && impl == "map":
+					m := make(map[string]int64, size)
+					for _, k := range ints {
+						m[strconv.FormatInt(k, 36)] = 0
+					}
+					update = func(_ []int, strs []string) {
+						for _, k := range strs {
+							m[k]++
+						}
+					}
+					count = func() int64 { return m[strconv.FormatInt(ints[0], 36)] }
+				case key == "string":
+					v, err := cowstate.Value[string, int64](newBackend(b), "count")
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, k := range ints {
+						if err := v.Put(strconv.FormatInt(k, 36), 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					update = func(_ []int, strs []string) {
+						if impl == "cowstate-update" {
+							for _, k := range strs {
+								if err := v.Update(k, increment); err != nil {
+									b.Fatal(err)
+								}
+							}
+						} else if err := v.UpdateEach(strs, incrementAt); err != nil {
+							b.Fatal(err)
+						}
+					}
+					count = func() int64 {
+						n, err := v.Get(strconv.FormatInt(ints[0], 36))
+						if err != nil {
+							b.Fatal(err)
+						}
+						return n
+					}
+				case impl == "map":
+					m := make(map[[2]int64]int64, size)
+					for _, k := range ints {
+						m[[2]int64{k, window}] = 0
+					}
+					update = func(idx []int, _ []string) {
+						for _, i := range idx {
+							m[[2]int64{ints[i], window}]++
+						}
+					}
+					count = func() int64 { return m[[2]int64{ints[0], window}] }
+				default:
+					v, err := cowstate.NamespacedValue(newBackend(b), "count", statetable.Int64, statetable.Int64, statetable.Int64, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, k := range ints {
+						if err := v.Put(k, window, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					batch := make([]int64, jobBatch)
+					update = func(idx []int, _ []string) {
+						if impl == "cowstate-update" {
+							for _, i := range idx {
+								if err := v.Update(ints[i], window, increment); err != nil {
+									b.Fatal(err)
+								}
+							}
+							return
+						}
+						for j, i := range idx {
+							batch[j] = ints[i]
+						}
+						if err := v.UpdateEach(batch, window, incrementAt); err != nil {
+							b.Fatal(err)
+						}
+					}
+					count = func() int64 {
+						n, err := v.Get(ints[0], window)
+						if err != nil {
+							b.Fatal(err)
+						}
+						return n
+					}
+				}
+				p := newPicker(size)
+				idx, strs := make([]int, jobBatch), make([]string, jobBatch)
+				var want int64 // updates of ints[0]
+				i := 0
+				for b.Loop() {
+					j := i % jobBatch
+					idx[j] = p.next()
+					if key == "string" {
+						strs[j] = strconv.FormatInt(ints[idx[j]], 36)
+					}
+					i++
+					if j == jobBatch-1 {
+						update(idx, strs)
+						for _, k := range idx {
+							if k == 0 {
+								want++
+							}
+						}
+					}
+				}
+				if got := count(); got != want {
+					b.Fatalf("key %d counted %d updates, want %d", ints[0], got, want)
 				}
 			})
 		}

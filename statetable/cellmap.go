@@ -176,6 +176,53 @@ func (m *cellMap[C]) compact() {
 
 func (m *cellMap[C]) len() int { return m.k8.Len() + m.k15.Len() + m.k31.Len() + m.long.Len() }
 
+// keyClass names the map of cellMap that holds a composite key.
+type keyClass uint8
+
+const (
+	class8 keyClass = iota
+	class15
+	class31
+	classLong
+)
+
+// classOf returns the class of composite key ck, as get, set, update and
+// delete choose its map.
+func classOf(ck string) keyClass {
+	switch {
+	case isKey8(ck):
+		return class8
+	case len(ck) <= key15Max:
+		return class15
+	case len(ck) <= key31Max:
+		return class31
+	}
+	return classLong
+}
+
+// prefetch asks for the entries of the hashes hs, hs[i] in the map of
+// class classes[i] (cow.Map.Prefetch), a map at a time in the order the
+// hashes come. A hint.
+func (m *cellMap[C]) prefetch(hs []uint64, classes []keyClass) {
+	for from := 0; from < len(hs); {
+		to := from + 1
+		for to < len(hs) && classes[to] == classes[from] {
+			to++
+		}
+		switch classes[from] {
+		case class8:
+			m.k8.Prefetch(hs[from:to])
+		case class15:
+			m.k15.Prefetch(hs[from:to])
+		case class31:
+			m.k31.Prefetch(hs[from:to])
+		default:
+			m.long.Prefetch(hs[from:to])
+		}
+		from = to
+	}
+}
+
 // get returns the cell of composite key ck, whose entry hash is h.
 func (m *cellMap[C]) get(h uint64, ck string) (C, bool) {
 	switch {

@@ -148,17 +148,20 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 // prefetches their entries (cow.Map.Prefetch), so the cache misses of
 // the group overlap where one Update after another waits on each in
 // turn. The prefetch is a hint, with no effect on the result; it is made
-// for states without a TTL whose keys have a fixed width and no
-// namespace (int64 keys, say), and skipped for others. Cost: one Update a
-// key, less the misses the group overlaps (BenchmarkJob at 10M keys,
-// decision 0045).
+// for states without a TTL: an integer key with no namespace is located
+// inline, any other key (a string, a key in a namespace) is encoded and
+// hashed for it and again for its update, and only in a state of 32K
+// cells or more (prefetchFarCells), which no longer stays in a core's
+// cache. Cost: one Update a key, less the misses the group overlaps
+// (BenchmarkJob at 10M keys, decision 0045; BenchmarkUpdateEach for
+// string keys and keys in a namespace).
 //
 // An error stops it: the keys before the one that failed are updated, the
 // rest are not, and the error names the index and matches what Update's
 // would. Writer goroutine only.
 func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V) error {
 	if !s.direct8() {
-		return eachInGroups(s.cells, keys, func(i int) error {
+		return eachInGroups(s.cells, keys, ns, func(i int) error {
 			if err := s.Update(keys[i], ns, func(old V) V { return f(i, old) }); err != nil {
 				return fmt.Errorf("keys[%d]: %w", i, err)
 			}
@@ -195,16 +198,15 @@ func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V)
 // What it adds is speed at scale, as UpdateEach: each group of keys is
 // prefetched (cow.Map.Prefetch) before it is read, so the group's cache
 // misses overlap where one Get after another waits on each in turn; for
-// states without a TTL whose keys have a fixed width and no namespace.
-// Cost: one Get a key, less the misses a group overlaps
-// (BenchmarkValueGet).
+// states without a TTL, as UpdateEach. Cost: one Get a key, less the
+// misses a group overlaps (BenchmarkValueGet).
 //
 // An error stops it: f has been called for the keys before the one that
 // failed and not after, and the error names the index and matches what
 // Get's would. Writer goroutine only.
 func (s *ValueState[K, N, V]) GetEach(keys []K, ns N, f func(i int, v V)) error {
 	if !s.direct8() {
-		return eachInGroups(s.cells, keys, func(i int) error {
+		return eachInGroups(s.cells, keys, ns, func(i int) error {
 			v, err := s.Get(keys[i], ns)
 			if err != nil {
 				return fmt.Errorf("keys[%d]: %w", i, err)
@@ -241,11 +243,11 @@ const prefetchGroup = 8
 // prefetchGroup keys at a time, each group's entries prefetched first
 // (c.prefetch) when c is not nil, a state without a TTL. An error stops
 // it and is returned as op returned it.
-func eachInGroups[K, N, C any](c *cells[K, N, C], keys []K, op func(i int) error) error {
+func eachInGroups[K, N, C any](c *cells[K, N, C], keys []K, ns N, op func(i int) error) error {
 	for from := 0; from < len(keys); from += prefetchGroup {
 		group := keys[from:min(from+prefetchGroup, len(keys))]
 		if c != nil {
-			c.prefetch(group)
+			c.prefetch(group, ns)
 		}
 		for j := range group {
 			if err := op(from + j); err != nil {

@@ -22,7 +22,8 @@ type eachPair[K comparable, N any] struct {
 
 // UpdateEach gives what Update of its keys in turn gives, on every path:
 // int64 keys (the key8 map, prefetched), int32 keys (a key15, prefetched),
-// namespaced string keys and a TTL state (not prefetched); with keys
+// namespaced string keys (prefetched as a state of prefetchFarCells cells
+// is, or not as a smaller one) and a TTL state (not prefetched); with keys
 // repeated within a group, with f writing the state it updates, and with
 // captures taken and released between batches, whose contents must stay
 // what they were when taken.
@@ -40,7 +41,7 @@ func TestValueState_UpdateEachIsUpdateInTurn(t *testing.T) {
 		ttl := TTL{Duration: time.Hour}
 		ints := eachPair[int64, VoidNamespace]{name: "ints", key: func(k int) int64 { return int64(k) * 7919 }}
 		i32s := eachPair[int32, VoidNamespace]{name: "i32s", key: func(k int) int32 { return int32(k) - 50 }}
-		strs := eachPair[string, string]{name: "strs", ns: "ns", key: func(k int) string { return fmt.Sprint("key-", k) }}
+		strs := eachPair[string, string]{name: "strs", ns: "ns", key: padded}
 		ttls := eachPair[int64, VoidNamespace]{name: "ttls", key: func(k int) int64 { return int64(k) }}
 		for _, tab := range []*Table{ta, tb} {
 			must := func(err error) {
@@ -58,6 +59,9 @@ func TestValueState_UpdateEachIsUpdateInTurn(t *testing.T) {
 			must(err)
 			if tab == ta {
 				ints.a, i32s.a, strs.a, ttls.a = v1, v2, v3, v4
+				if rapid.Bool().Draw(t, "prefetch strs") {
+					v3.prefetchFrom = 0
+				}
 			} else {
 				ints.b, i32s.b, strs.b, ttls.b = v1, v2, v3, v4
 			}
@@ -116,6 +120,11 @@ func TestValueState_UpdateEachIsUpdateInTurn(t *testing.T) {
 	})
 }
 
+// padded is the string key of k, 5 to 41 bytes long, so that the
+// composite keys of a state of them fall in every map of cellMap but the
+// key8 one.
+func padded(k int) string { return fmt.Sprint("key-", k, strings.Repeat("x", k%37)) }
+
 // read reads key k on side 0 (a) or 1 (b), live when snap is nil.
 func (p eachPair[K, N]) read(side int, snap *Snapshot, k int) (int64, error) {
 	s := p.a
@@ -163,6 +172,7 @@ func eachBatch[K comparable, N any](t *rapid.T, p eachPair[K, N], ks []int, adds
 // paths (int64 and int32 keys) as on the general one.
 func TestValueState_UpdateEachStopsAtAKeyGroupNotOwned(t *testing.T) {
 	ints, strs, owned := halfOwnedValues(t)
+	strs.prefetchFrom = 0 // the general path's prefetch, which skips keys not owned
 	t.Run("int64", func(t *testing.T) {
 		updateEachStops(t, ints, Int64, owned, func(i int) int64 { return int64(i) })
 	})
@@ -220,7 +230,8 @@ func keysToNotOwned[K any](t *testing.T, kc Codec[K], owned KeyGroupRange, key f
 
 // ReducingState.AddEach and AggregatingState.AddEach give what Add of
 // their keys in turn gives: int64 keys (prefetched), namespaced string
-// keys and a TTL state (not), batches of every size up to three groups,
+// keys (prefetched as in a state of prefetchFarCells cells) and a TTL
+// state (not), batches of every size up to three groups,
 // keys repeated within them, with a capture live across some batches.
 func TestAddEachIsAddInTurn(t *testing.T) {
 	sum := func(a, b int64) int64 { return a*2 + b } // order matters: a wrong order shows
@@ -247,6 +258,7 @@ func TestAddEachIsAddInTurn(t *testing.T) {
 		must(err)
 		st[i].strs, err = NewReducing(tab, "strs", String, String, Int64, sum)
 		must(err)
+		st[i].strs.prefetchFrom = 0
 		st[i].ttls, err = NewReducingWithTTL(tab, "ttls", Int64, Void, Int64, sum, TTL{Duration: time.Hour})
 		must(err)
 		st[i].aggs, err = NewAggregating(tab, "aggs", Int64, Void, accCodec, AggregateFunction[int64, [2]int64, string](sumAgg{}))
@@ -260,7 +272,7 @@ func TestAddEachIsAddInTurn(t *testing.T) {
 		names := make([]string, n)
 		for i := range keys {
 			keys[i] = int64((round*131 + i*i*7%13) % keyspace) // 13 keys a round: repeats within groups
-			names[i] = fmt.Sprint("k", keys[i])
+			names[i] = padded(int(keys[i]))
 		}
 		value := func(i int) int64 { return int64(round*100 + i) }
 		a, b := &st[0], &st[1]

@@ -14,7 +14,7 @@ import (
 
 // GetEach gives what Get of its keys in turn gives, on every path: int64
 // keys (the key8 map, prefetched), int32 keys (a key15), namespaced
-// string keys and a TTL state; with absent keys (the default), keys
+// string keys (prefetched or not, as drawn) and a TTL state; with absent keys (the default), keys
 // repeated within a group, and f writing the state it reads, so that a
 // later key reads what f wrote. Side a reads by GetEach, side b by Get
 // one after another, with the same writes between them.
@@ -22,7 +22,7 @@ func TestValueState_GetEachIsGetInTurn(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ints := eachPair[int64, VoidNamespace]{name: "ints", key: func(k int) int64 { return int64(k) * 7919 }}
 		i32s := eachPair[int32, VoidNamespace]{name: "i32s", key: func(k int) int32 { return int32(k) - 50 }}
-		strs := eachPair[string, string]{name: "strs", ns: "ns", key: func(k int) string { return fmt.Sprint("key-", k) }}
+		strs := eachPair[string, string]{name: "strs", ns: "ns", key: padded}
 		ttls := eachPair[int64, VoidNamespace]{name: "ttls", key: func(k int) int64 { return int64(k) }}
 		for side := range 2 {
 			tab, err := NewTable(cow.NewOwner(), Config{})
@@ -38,6 +38,9 @@ func TestValueState_GetEachIsGetInTurn(t *testing.T) {
 			}
 			if side == 0 {
 				ints.a, i32s.a, strs.a, ttls.a = v1, v2, v3, v4
+				if rapid.Bool().Draw(t, "prefetch strs") {
+					v3.prefetchFrom = 0
+				}
 			} else {
 				ints.b, i32s.b, strs.b, ttls.b = v1, v2, v3, v4
 			}
@@ -105,6 +108,7 @@ func getEachBatch[K comparable, N any](t *rapid.T, p eachPair[K, N], ks []int, r
 // ErrKeyGroupNotOwned and names the index.
 func TestValueState_GetEachStopsAtAKeyGroupNotOwned(t *testing.T) {
 	ints, strs, owned := halfOwnedValues(t)
+	strs.prefetchFrom = 0
 	t.Run("int64", func(t *testing.T) {
 		getEachStops(t, ints, Int64, owned, func(i int) int64 { return int64(i) })
 	})
