@@ -32,6 +32,8 @@ const (
 //     reducing state namespaced by window and one end-of-window timer per
 //     key and window (Flink's window operator), emitted by
 //     AdvanceWatermark in timestamp and key order.
+//   - impl=cowstate-addeach: the same, each batch added by AddEach before
+//     the watermark moves.
 //   - impl=map: what a Go user writes by hand: a map from window start to
 //     a map[int64]int64 of counts, a window's map emitted in map order and
 //     dropped once the watermark passes its end.
@@ -40,35 +42,48 @@ const (
 // emitted must add up to the events processed.
 func BenchmarkWindowJob(b *testing.B) {
 	keys := randomKeys(windowKeys)
-	b.Run(fmt.Sprintf("keys=%d/impl=cowstate", windowKeys), func(b *testing.B) {
-		be, err := cowstate.New(cowstate.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		op, err := window.Count[int64](be, "count", window.Tumbling{Size: windowSize})
-		if err != nil {
-			b.Fatal(err)
-		}
-		var fired, emitted int64
-		emit := func(_ int64, _ window.TimeWindow, n int64) error {
-			fired++
-			emitted += n
-			return nil
-		}
-		events := windowJob(b, keys, &fired, func(k, ts int64) {
-			if _, err := op.Add(k, ts, 1); err != nil {
+	for _, impl := range []string{"cowstate", "cowstate-addeach"} {
+		b.Run(fmt.Sprintf("keys=%d/impl=%s", windowKeys, impl), func(b *testing.B) {
+			be, err := cowstate.New(cowstate.Config{})
+			if err != nil {
 				b.Fatal(err)
 			}
-		}, func(watermark int64) {
-			if _, err := op.AdvanceWatermark(watermark, emit); err != nil {
+			op, err := window.Count[int64](be, "count", window.Tumbling{Size: windowSize})
+			if err != nil {
 				b.Fatal(err)
 			}
+			var fired, emitted int64
+			emit := func(_ int64, _ window.TimeWindow, n int64) error {
+				fired++
+				emitted += n
+				return nil
+			}
+			var batch, times []int64 // impl=cowstate-addeach: the events since the last advance
+			addBatch := func() {
+				if _, err := op.AddEach(batch, func(i int) (int64, int64) { return times[i], 1 }); err != nil {
+					b.Fatal(err)
+				}
+				batch, times = batch[:0], times[:0]
+			}
+			events := windowJob(b, keys, &fired, func(k, ts int64) {
+				if impl == "cowstate-addeach" {
+					batch, times = append(batch, k), append(times, ts)
+				} else if _, err := op.Add(k, ts, 1); err != nil {
+					b.Fatal(err)
+				}
+			}, func(watermark int64) {
+				addBatch()
+				if _, err := op.AdvanceWatermark(watermark, emit); err != nil {
+					b.Fatal(err)
+				}
+			})
+			addBatch()
+			if _, err := op.Flush(emit); err != nil {
+				b.Fatal(err)
+			}
+			checkWindowCounts(b, emitted, events)
 		})
-		if _, err := op.Flush(emit); err != nil {
-			b.Fatal(err)
-		}
-		checkWindowCounts(b, emitted, events)
-	})
+	}
 	b.Run(fmt.Sprintf("keys=%d/impl=map", windowKeys), func(b *testing.B) {
 		windows := map[int64]map[int64]int64{} // window start -> key -> count
 		var fired, emitted int64

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cowstate/cowstate"
@@ -200,6 +201,25 @@ func TestOperator_AgainstModel(t *testing.T) {
 					t.Fatalf("input %d: advance to %d: %v", next, in.ts, err)
 				}
 				sinceCheckpoint = append(sinceCheckpoint, out...)
+			} else if n := rapid.IntRange(0, 20).Draw(t, "batch"); n > 0 {
+				// AddEach of this input and the adds after it, up to n.
+				var keys []string
+				wantDropped := 0
+				for next+len(keys) < len(inputs) && !inputs[next+len(keys)].advance && len(keys) < n {
+					if wantLate[next+len(keys)] {
+						wantDropped++
+					}
+					keys = append(keys, inputs[next+len(keys)].key)
+				}
+				from := next
+				dropped, err := j.op.AddEach(keys, func(i int) (int64, int64) { return inputs[from+i].ts, inputs[from+i].ts })
+				if err != nil {
+					t.Fatalf("inputs %d-%d: AddEach: %v", from, from+len(keys)-1, err)
+				}
+				if dropped != wantDropped {
+					t.Fatalf("inputs %d-%d: AddEach dropped %d, want %d", from, from+len(keys)-1, dropped, wantDropped)
+				}
+				next += len(keys) - 1
 			} else {
 				late, err := j.op.Add(in.key, in.ts, in.ts)
 				if err != nil {
@@ -350,6 +370,57 @@ func TestOperator_EmitErrorKeepsWindow(t *testing.T) {
 }
 
 // Misconfiguration is an error naming the operator.
+// AddEach stops at the first element whose key is in a key group the
+// backend does not own: the elements before it are in their windows, the
+// rest are not, and the error matches ErrKeyGroupNotOwned and names the
+// index.
+func TestOperator_AddEachStopsAtAKeyGroupNotOwned(t *testing.T) {
+	const maxPar = 16
+	owned := statetable.KeyGroupRange{First: 0, Last: 7}
+	b, err := cowstate.New(cowstate.Config{MaxParallelism: maxPar, KeyGroups: &owned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := window.Count[string](b, "c", window.Sliding{Size: 20, Slide: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owns := func(key string) bool {
+		return owned.Contains(statetable.KeyGroupOfKey(statetable.String.Append(nil, key), maxPar))
+	}
+	// Four owned keys, one not owned, then four of either.
+	var keys, notOwned []string
+	for i := 0; len(keys) < 4 || len(notOwned) < 5; i++ {
+		if key := fmt.Sprint("k", i); owns(key) && len(keys) < 4 {
+			keys = append(keys, key)
+		} else if !owns(key) {
+			notOwned = append(notOwned, key)
+		}
+	}
+	stop := len(keys)
+	keys = append(append(keys, notOwned[0]), "k0", notOwned[1], "k1", "k2")
+	_, err = op.AddEach(keys, func(i int) (int64, int64) { return 25, 1 })
+	if !errors.Is(err, statetable.ErrKeyGroupNotOwned) || !strings.Contains(err.Error(), fmt.Sprintf("keys[%d]", stop)) {
+		t.Fatalf("AddEach = %v; want ErrKeyGroupNotOwned naming keys[%d]", err, stop)
+	}
+	got := map[string]int64{}
+	if _, err := op.Flush(func(key string, w window.TimeWindow, n int64) error {
+		got[fmt.Sprint(key, " ", w)] = n
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for _, key := range keys[:stop] {
+		if owns(key) {
+			want[key+" [10, 30)"], want[key+" [20, 40)"] = 1, 1
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("emitted %v\nwant %v (the owned keys before keys[%d])", got, want, stop)
+	}
+}
+
 func TestOperator_Errors(t *testing.T) {
 	b, err := cowstate.New(cowstate.Config{})
 	if err != nil {
