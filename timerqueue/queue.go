@@ -22,18 +22,6 @@ import (
 // 1024: 34 / 46 ms.
 const defaultBatch = 256
 
-// Queue is the timers of one time domain (event time or processing time):
-// a set of Timers in Compare order, each with the key group of its key,
-// held in a cow.Tree so that it can be captured in O(1) together with every
-// other structure of its cow.Owner.
-//
-// A Queue belongs to its owner's writer goroutine: every method, including
-// the read-only ones, must be called from that goroutine (read a Snapshot
-// from other goroutines). With no live capture it is mutated in place; while
-// a capture is live, the first write to a tree node copies it (see cow.Owner).
-//
-// # Firing
-//
 // fireAhead is how many timers ahead of the one it fires Advance asks for
 // the bytes of a timer's key and namespace. They were allocated when the
 // timer was registered, scattered over the heap, and the callback that
@@ -48,6 +36,18 @@ func prefetchBytes(t treeTimer) {
 	prefetch.Range(unsafe.Pointer(unsafe.StringData(t.Namespace)), uintptr(len(t.Namespace)))
 }
 
+// Queue is the timers of one time domain (event time or processing time):
+// a set of Timers in Compare order, each with the key group of its key,
+// held in a cow.Tree so that it can be captured in O(1) together with every
+// other structure of its cow.Owner.
+//
+// A Queue belongs to its owner's writer goroutine: every method, including
+// the read-only ones, must be called from that goroutine (read a Snapshot
+// from other goroutines). With no live capture it is mutated in place; while
+// a capture is live, the first write to a tree node copies it (see cow.Owner).
+//
+// # Firing
+//
 // Advance removes the due timers from the tree a batch at a time
 // (cow.Tree.PopMinUntil) and fires them from a pending buffer. While a
 // callback runs, the timers of the batch not yet fired are still in the
