@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/statetable"
@@ -255,19 +256,21 @@ func BenchmarkValueGet(b *testing.B) {
 }
 
 // BenchmarkUpdateEach is BenchmarkValueGet's batches of 1024 uniform keys
-// as read-modify-writes (a count a key), for the keys a job has besides
-// integers: a string key (base-36 of a random int64, about 12 bytes, made
-// as the event's key is decoded, so its bytes are in cache), and an int64
-// key in a namespace (an int64 standing for a window's start, as a job
-// that keeps one count a key and window by hand). Update one by one
-// against UpdateEach, which prefetches each group of keys, and the
-// builtin map of the same keys. ns/op is per update, the string's making
-// included; each run checks the count of one key.
+// as read-modify-writes (a count a key), for the states a job has besides
+// integer keys: a string key (base-36 of a random int64, about 12 bytes,
+// made as the event's key is decoded, so its bytes are in cache), an
+// int64 key in a namespace (an int64 standing for a window's start, as a
+// job that keeps one count a key and window by hand), and an int64 key
+// with a TTL of an hour (the processing time pinned once a batch; the
+// map keeps an expiry beside each count). Update one by one against
+// UpdateEach, which prefetches each group of keys, and the builtin map of
+// the same keys. ns/op is per update, the string's making included; each
+// run checks the count of one key.
 func BenchmarkUpdateEach(b *testing.B) {
 	const size = 1_000_000
 	ints := randomKeys(size)
 	const window = int64(1_700_000_000_000)
-	for _, key := range []string{"string", "int64-in-namespace"} {
+	for _, key := range []string{"string", "int64-in-namespace", "int64-with-ttl"} {
 		for _, impl := range []string{"cowstate-update", "cowstate-updateeach", "map"} {
 			b.Run(fmt.Sprintf("keys=%d/key=%s/impl=%s", size, key, impl), func(b *testing.B) {
 				var update func(idx []int, strs []string)
@@ -307,6 +310,56 @@ func BenchmarkUpdateEach(b *testing.B) {
 					}
 					count = func() int64 {
 						n, err := v.Get(strconv.FormatInt(ints[0], 36))
+						if err != nil {
+							b.Fatal(err)
+						}
+						return n
+					}
+				case key == "int64-with-ttl" && impl == "map":
+					type stamped struct{ n, expires int64 }
+					m := make(map[int64]stamped, size)
+					for _, k := range ints {
+						m[k] = stamped{0, 1}
+					}
+					update = func(idx []int, _ []string) {
+						now := time.Now().UnixMilli() // once a batch, as PinProcessingTime
+						for _, i := range idx {
+							e := m[ints[i]]
+							m[ints[i]] = stamped{e.n + 1, now + time.Hour.Milliseconds()}
+						}
+					}
+					count = func() int64 { return m[ints[0]].n }
+				case key == "int64-with-ttl":
+					be := newBackend(b)
+					v, err := cowstate.ValueWithTTL[int64, int64](be, "count", ttlHour)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, k := range ints {
+						if err := v.Put(k, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					batch := make([]int64, jobBatch)
+					update = func(idx []int, _ []string) {
+						be.PinProcessingTime()
+						if impl == "cowstate-update" {
+							for _, i := range idx {
+								if err := v.Update(ints[i], increment); err != nil {
+									b.Fatal(err)
+								}
+							}
+							return
+						}
+						for j, i := range idx {
+							batch[j] = ints[i]
+						}
+						if err := v.UpdateEach(batch, incrementAt); err != nil {
+							b.Fatal(err)
+						}
+					}
+					count = func() int64 {
+						n, err := v.Get(ints[0])
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -78,11 +78,10 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) Add(key K, ns N, in IN) error {
 // AddEach is Add of keys[0], keys[1], ... in turn, in namespace ns, with
 // in(i) the input added to keys[i]'s accumulator: the result of the calls
 // of Add one by one, each group of keys prefetched first, as
-// ValueState.UpdateEach does, for states without a TTL. An error stops
-// it, the keys before the failing one added, and names the index. Writer
-// goroutine only.
+// ValueState.UpdateEach does. An error stops it, the keys before the
+// failing one added, and names the index. Writer goroutine only.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEach(keys []K, ns N, in func(i int) IN) error {
-	return eachInGroups(s.cells, keys, ns, func(i int) error {
+	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		if err := s.Add(keys[i], ns, in(i)); err != nil {
 			return fmt.Errorf("keys[%d]: %w", i, err)
 		}

@@ -85,11 +85,10 @@ func (s *ReducingState[K, N, V]) Add(key K, ns N, v V) error {
 // AddEach is Add of keys[0], keys[1], ... in turn, in namespace ns, with
 // value(i) the value folded into keys[i]: the result of the calls of Add
 // one by one, each group of keys prefetched first, as
-// ValueState.UpdateEach does, for states without a TTL. An error stops
-// it, the keys before the failing one added, and names the index. Writer
-// goroutine only.
+// ValueState.UpdateEach does. An error stops it, the keys before the
+// failing one added, and names the index. Writer goroutine only.
 func (s *ReducingState[K, N, V]) AddEach(keys []K, ns N, value func(i int) V) error {
-	return eachInGroups(s.cells, keys, ns, func(i int) error {
+	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		if err := s.Add(keys[i], ns, value(i)); err != nil {
 			return fmt.Errorf("keys[%d]: %w", i, err)
 		}

@@ -594,6 +594,7 @@ type ttlCells[K, N, V any] struct {
 // docs/decisions/0024-compile-cost-ttl-constructors.md). One indirect call
 // per access on the TTL path.
 type valueTTL[K, N, V any] interface {
+	prefetcher[K, N]
 	now() int64
 	getLive(key K, ns N) (V, bool, error)
 	getFresh(key K, ns N, now int64) (V, bool, error)

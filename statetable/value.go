@@ -147,12 +147,11 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 // What it adds is speed at scale: before updating a group of keys it
 // prefetches their entries (cow.Map.Prefetch), so the cache misses of
 // the group overlap where one Update after another waits on each in
-// turn. The prefetch is a hint, with no effect on the result; it is made
-// for states without a TTL: an integer key with no namespace is located
-// inline, any other key (a string, a key in a namespace) is encoded and
-// hashed for it and again for its update, and only in a state of 32K
-// cells or more (prefetchFarCells), which no longer stays in a core's
-// cache. Cost: one Update a key, less the misses the group overlaps
+// turn. The prefetch is a hint, with no effect on the result: an integer
+// key with no namespace is located inline, any other key (a string, a key
+// in a namespace) is encoded and hashed for it and again for its update,
+// and only in a state of 32K cells or more (prefetchFarCells), which no
+// longer stays in a core's cache; with a TTL or without. Cost: one Update a key, less the misses the group overlaps
 // (BenchmarkJob at 10M keys, decision 0045; BenchmarkUpdateEach for
 // string keys and keys in a namespace).
 //
@@ -161,7 +160,7 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 // would. Writer goroutine only.
 func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V) error {
 	if !s.direct8() {
-		return eachInGroups(s.cells, keys, ns, func(i int) error {
+		return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 			if err := s.Update(keys[i], ns, func(old V) V { return f(i, old) }); err != nil {
 				return fmt.Errorf("keys[%d]: %w", i, err)
 			}
@@ -197,8 +196,8 @@ func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V)
 //
 // What it adds is speed at scale, as UpdateEach: each group of keys is
 // prefetched (cow.Map.Prefetch) before it is read, so the group's cache
-// misses overlap where one Get after another waits on each in turn; for
-// states without a TTL, as UpdateEach. Cost: one Get a key, less the
+// misses overlap where one Get after another waits on each in turn, as
+// UpdateEach. Cost: one Get a key, less the
 // misses a group overlaps (BenchmarkValueGet).
 //
 // An error stops it: f has been called for the keys before the one that
@@ -206,7 +205,7 @@ func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V)
 // Get's would. Writer goroutine only.
 func (s *ValueState[K, N, V]) GetEach(keys []K, ns N, f func(i int, v V)) error {
 	if !s.direct8() {
-		return eachInGroups(s.cells, keys, ns, func(i int) error {
+		return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 			v, err := s.Get(keys[i], ns)
 			if err != nil {
 				return fmt.Errorf("keys[%d]: %w", i, err)
@@ -239,16 +238,26 @@ func (s *ValueState[K, N, V]) GetEach(keys []K, ns N, f func(i int, v V)) error 
 // in cow, decision 0045).
 const prefetchGroup = 8
 
+// prefetcher asks for the entries of a group of keys in namespace ns
+// (cells.prefetch): a state's cells, or with a TTL its TTL side's.
+type prefetcher[K, N any] interface{ prefetch(keys []K, ns N) }
+
+// prefetcherOf returns the prefetcher of a state with cells c and TTL
+// side ttl (nil without a TTL, and then c is not).
+func prefetcherOf[K, N, C, V any](c *cells[K, N, C], ttl valueTTL[K, N, V]) prefetcher[K, N] {
+	if ttl != nil {
+		return ttl
+	}
+	return c
+}
+
 // eachInGroups calls op(i) for every index i of keys in turn, a group of
-// prefetchGroup keys at a time, each group's entries prefetched first
-// (c.prefetch) when c is not nil, a state without a TTL. An error stops
-// it and is returned as op returned it.
-func eachInGroups[K, N, C any](c *cells[K, N, C], keys []K, ns N, op func(i int) error) error {
+// prefetchGroup keys at a time, each group's entries prefetched first (a
+// hint). An error stops it and is returned as op returned it.
+func eachInGroups[K, N any](p prefetcher[K, N], keys []K, ns N, op func(i int) error) error {
 	for from := 0; from < len(keys); from += prefetchGroup {
 		group := keys[from:min(from+prefetchGroup, len(keys))]
-		if c != nil {
-			c.prefetch(group, ns)
-		}
+		p.prefetch(group, ns)
 		for j := range group {
 			if err := op(from + j); err != nil {
 				return err

@@ -23,10 +23,10 @@ type eachPair[K comparable, N any] struct {
 // UpdateEach gives what Update of its keys in turn gives, on every path:
 // int64 keys (the key8 map, prefetched), int32 keys (a key15, prefetched),
 // namespaced string keys (prefetched as a state of prefetchFarCells cells
-// is, or not as a smaller one) and a TTL state (not prefetched); with keys
-// repeated within a group, with f writing the state it updates, and with
-// captures taken and released between batches, whose contents must stay
-// what they were when taken.
+// is, or not as a smaller one) and a TTL state (int64 keys, prefetched
+// through its TTL side); with keys repeated within a group, with f
+// writing the state it updates, and with captures taken and released
+// between batches, whose contents must stay what they were when taken.
 func TestValueState_UpdateEachIsUpdateInTurn(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		owner := cow.NewOwner()
@@ -231,8 +231,9 @@ func keysToNotOwned[K any](t *testing.T, kc Codec[K], owned KeyGroupRange, key f
 // ReducingState.AddEach and AggregatingState.AddEach give what Add of
 // their keys in turn gives: int64 keys (prefetched), namespaced string
 // keys (prefetched as in a state of prefetchFarCells cells) and a TTL
-// state (not), batches of every size up to three groups,
-// keys repeated within them, with a capture live across some batches.
+// state (prefetched through its TTL side), batches of every size up to
+// three groups, keys repeated within them, with a capture live across
+// some batches.
 func TestAddEachIsAddInTurn(t *testing.T) {
 	sum := func(a, b int64) int64 { return a*2 + b } // order matters: a wrong order shows
 	type states struct {

@@ -14,10 +14,11 @@ import (
 
 // GetEach gives what Get of its keys in turn gives, on every path: int64
 // keys (the key8 map, prefetched), int32 keys (a key15), namespaced
-// string keys (prefetched or not, as drawn) and a TTL state; with absent keys (the default), keys
-// repeated within a group, and f writing the state it reads, so that a
-// later key reads what f wrote. Side a reads by GetEach, side b by Get
-// one after another, with the same writes between them.
+// string keys (prefetched or not, as drawn) and a TTL state (prefetched
+// through its TTL side); with absent keys (the default), keys repeated
+// within a group, and f writing the state it reads, so that a later key
+// reads what f wrote. Side a reads by GetEach, side b by Get one after
+// another, with the same writes between them.
 func TestValueState_GetEachIsGetInTurn(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ints := eachPair[int64, VoidNamespace]{name: "ints", key: func(k int) int64 { return int64(k) * 7919 }}
