@@ -359,6 +359,15 @@ func keyValueArgs[K, V any](kind, name string, opts []StateOption) (Codec[K], Co
 // Add appends e to key's list.
 func (l *ListState[K, E]) Add(key K, e E) error { return l.s.Add(key, noNamespace, e) }
 
+// AddEach appends e(i) to the list of keys[i], for each index in turn:
+// the same result as the calls of Add one by one, with the cache misses
+// of each group of keys' lists overlapped (see ValueState.UpdateEach). An
+// error stops it, with the keys before the failing one added; the error
+// names its index. Writer goroutine only.
+func (l *ListState[K, E]) AddEach(keys []K, e func(i int) E) error {
+	return l.s.AddEach(keys, noNamespace, e)
+}
+
 // AddAll appends every element of es to key's list.
 func (l *ListState[K, E]) AddAll(key K, es iter.Seq[E]) error {
 	return l.s.AddAll(key, noNamespace, es)

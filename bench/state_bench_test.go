@@ -80,10 +80,32 @@ func increment(n int64) int64 { return n + 1 }
 // incrementAt is increment as UpdateEach's f.
 func incrementAt(_ int, n int64) int64 { return n + 1 }
 
-// BenchmarkListAdd appends to the list state of random keys (100000 keys).
+// BenchmarkListAdd appends to the list state of random keys (100000 keys):
+// one Add at a time, or impl=cowstate-addeach by AddEach in batches of
+// 1024.
 func BenchmarkListAdd(b *testing.B) {
 	const size = 100_000
 	keys := randomKeys(size)
+	b.Run("impl=cowstate-addeach", func(b *testing.B) {
+		l, err := cowstate.List[int64, int64](newBackend(b), "events")
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := newPicker(size)
+		batch := make([]int64, jobBatch)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			batch[i%jobBatch] = keys[p.next()]
+			i++
+			if i%jobBatch == 0 {
+				from := int64(i - jobBatch)
+				if err := l.AddEach(batch, func(j int) int64 { return from + int64(j) }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 	b.Run("impl=cowstate", func(b *testing.B) {
 		be := newBackend(b)
 		l, err := cowstate.NamespacedList(be, "events", statetable.Int64, statetable.Void, statetable.Int64)

@@ -64,6 +64,7 @@ type ListState[K, N, E any] struct {
 // listTTL is a list state's TTL side (an interface: a ttlList of E holds a
 // ListState of stamped[E], which cannot hold a ttlList of its own type).
 type listTTL[K, N, E any] interface {
+	prefetcher[K, N]
 	add(key K, ns N, es []E, replace bool) error
 	get(key K, ns N) (iter.Seq[E], error)
 	getAt(snap *Snapshot, key K, ns N) (iter.Seq[E], error)
@@ -163,6 +164,30 @@ func (s *ListState[K, N, E]) Add(key K, ns N, e E) error {
 		return err
 	}
 	return s.store(key, ns, s.appendTo(l, []E{e}))
+}
+
+// AddEach is Add of e(i) to the list of keys[i], in namespace ns, for
+// each index in turn: the result of the calls of Add one by one, each
+// group of keys prefetched first, as ValueState.UpdateEach does (the
+// cells, which hold each list's first node; not the nodes). An error
+// stops it, the keys before the failing one added, and names the index.
+// Writer goroutine only.
+func (s *ListState[K, N, E]) AddEach(keys []K, ns N, e func(i int) E) error {
+	return eachInGroups(s.prefetcher(), keys, ns, func(i int) error {
+		if err := s.Add(keys[i], ns, e(i)); err != nil {
+			return fmt.Errorf("keys[%d]: %w", i, err)
+		}
+		return nil
+	})
+}
+
+// prefetcher returns what prefetches the state's cells: its TTL side's
+// with a TTL, else its own.
+func (s *ListState[K, N, E]) prefetcher() prefetcher[K, N] {
+	if s.ttl != nil {
+		return s.ttl
+	}
+	return s.cells
 }
 
 // AddAll appends every element of es, in order.

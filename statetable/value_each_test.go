@@ -3,6 +3,8 @@ package statetable
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -307,7 +309,7 @@ func TestAddEachIsAddInTurn(t *testing.T) {
 		}
 	}
 	for k := range int64(keyspace) {
-		name := fmt.Sprint("k", k)
+		name := padded(int(k))
 		var got, want [4]string
 		for i, out := range []*[4]string{&got, &want} {
 			s := &st[i]
@@ -321,4 +323,101 @@ func TestAddEachIsAddInTurn(t *testing.T) {
 			t.Fatalf("key %d: AddEach gave %q, Add in turn %q (ints, strs, ttls, aggs)", k, got, want)
 		}
 	}
+}
+
+// ListState.AddEach gives what Add of its keys in turn gives: int64 keys
+// (prefetched inline), namespaced string keys of every composite length
+// (prefetched as in a state of prefetchFarCells cells) and a list with a
+// TTL (prefetched through its TTL side); lists growing past the small
+// slice into a tree, keys repeated within a group, a capture live across
+// some batches whose contents must stay as they were when taken.
+func TestListState_AddEachIsAddInTurn(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		type lists struct {
+			ints *ListState[int64, VoidNamespace, int64]
+			strs *ListState[string, string, int64]
+			ttls *ListState[int64, VoidNamespace, int64]
+		}
+		var st [2]lists
+		var tabs [2]*Table
+		for i := range st {
+			tab, err := NewTable(cow.NewOwner(), Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tabs[i] = tab
+			var err1, err2, err3 error
+			st[i].ints, err1 = NewList(tab, "ints", Int64, Void, Int64)
+			st[i].strs, err2 = NewList(tab, "strs", String, String, Int64)
+			st[i].ttls, err3 = NewListWithTTL(tab, "ttls", Int64, Void, Int64, TTL{Duration: time.Hour})
+			if err := errors.Join(err1, err2, err3); err != nil {
+				t.Fatal(err)
+			}
+			st[i].strs.prefetchFrom = 0
+		}
+		keyspace := rapid.IntRange(1, 60).Draw(t, "keyspace")
+		// contents reads every list of one side, live (snap nil) or at a
+		// snapshot.
+		contents := func(side int, snap *Snapshot) string {
+			s := &st[side]
+			var out strings.Builder
+			for k := range keyspace {
+				for _, read := range []func() (iter.Seq[int64], error){
+					func() (iter.Seq[int64], error) { return listAt(s.ints, snap, int64(k), VoidNamespace{}) },
+					func() (iter.Seq[int64], error) { return listAt(s.strs, snap, padded(k), "ns") },
+					func() (iter.Seq[int64], error) { return listAt(s.ttls, snap, int64(k), VoidNamespace{}) },
+				} {
+					seq, err := read()
+					if err != nil {
+						t.Fatal(err)
+					}
+					fmt.Fprint(&out, slices.Collect(seq), " ")
+				}
+				out.WriteString("\n")
+			}
+			return out.String()
+		}
+		var snap *Snapshot
+		var atSnap string
+		for batch := range rapid.IntRange(1, 10).Draw(t, "batches") {
+			n := rapid.IntRange(0, 30).Draw(t, "n")
+			ks := rapid.SliceOfN(rapid.IntRange(0, keyspace-1), n, n).Draw(t, "keys")
+			keys := make([]int64, n)
+			names := make([]string, n)
+			for i, k := range ks {
+				keys[i], names[i] = int64(k), padded(k)
+			}
+			e := func(i int) int64 { return int64(batch*1000 + i) }
+			a, b := &st[0], &st[1]
+			if err := errors.Join(a.ints.AddEach(keys, VoidNamespace{}, e), a.strs.AddEach(names, "ns", e), a.ttls.AddEach(keys, VoidNamespace{}, e)); err != nil {
+				t.Fatalf("batch %d: AddEach: %v", batch, err)
+			}
+			for i := range keys {
+				if err := errors.Join(b.ints.Add(keys[i], VoidNamespace{}, e(i)), b.strs.Add(names[i], "ns", e(i)), b.ttls.Add(keys[i], VoidNamespace{}, e(i))); err != nil {
+					t.Fatalf("batch %d: Add: %v", batch, err)
+				}
+			}
+			if snap == nil && rapid.Bool().Draw(t, "capture") {
+				snap = tabs[0].View(tabs[0].Owner().Capture())
+				atSnap = contents(1, nil)
+			}
+		}
+		if got, want := contents(0, nil), contents(1, nil); got != want {
+			t.Fatalf("AddEach gave\n%s\nAdd in turn gave\n%s", got, want)
+		}
+		if snap != nil {
+			if got := contents(0, snap); got != atSnap {
+				t.Fatalf("the snapshot holds\n%s\nwant, as captured\n%s", got, atSnap)
+			}
+			snap.Capture().Release()
+		}
+	})
+}
+
+// listAt reads the list of (key, ns) live (snap nil) or at a snapshot.
+func listAt[K, N any](s *ListState[K, N, int64], snap *Snapshot, key K, ns N) (iter.Seq[int64], error) {
+	if snap == nil {
+		return s.Get(key, ns)
+	}
+	return s.GetAt(snap, key, ns)
 }
