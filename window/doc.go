@@ -9,6 +9,7 @@
 //
 //	views, err := window.Count[string](b, "views", window.Tumbling{Size: 60_000})
 //	late, err := views.Add(e.User, e.Time, 1) // per element; a late one is dropped
+//	dropped, err := views.AddEach(users, func(i int) (int64, int64) { return times[i], 1 }) // or per batch
 //	_, err = views.AdvanceWatermark(wm, func(user string, w window.TimeWindow, n int64) error {
 //		... emit n for (user, w)
 //	})
