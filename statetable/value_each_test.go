@@ -174,7 +174,6 @@ func eachBatch[K comparable, N any](t *rapid.T, p eachPair[K, N], ks []int, adds
 // paths (int64 and int32 keys) as on the general one.
 func TestValueState_UpdateEachStopsAtAKeyGroupNotOwned(t *testing.T) {
 	ints, strs, owned := halfOwnedValues(t)
-	strs.prefetchFrom = 0 // the general path's prefetch, which skips keys not owned
 	t.Run("int64", func(t *testing.T) {
 		updateEachStops(t, ints, Int64, owned, func(i int) int64 { return int64(i) })
 	})

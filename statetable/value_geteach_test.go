@@ -109,7 +109,6 @@ func getEachBatch[K comparable, N any](t *rapid.T, p eachPair[K, N], ks []int, r
 // ErrKeyGroupNotOwned and names the index.
 func TestValueState_GetEachStopsAtAKeyGroupNotOwned(t *testing.T) {
 	ints, strs, owned := halfOwnedValues(t)
-	strs.prefetchFrom = 0
 	t.Run("int64", func(t *testing.T) {
 		getEachStops(t, ints, Int64, owned, func(i int) int64 { return int64(i) })
 	})
