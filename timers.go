@@ -90,6 +90,14 @@ func (s *NamespacedTimerService[K, N]) DeleteEventTime(key K, ns N, ts int64) (b
 	return s.event.Delete(t), nil
 }
 
+// EventTimersDeleted returns how many event-time timers have been deleted
+// from the service since it was created, by DeleteEventTime or by a
+// restore replaying a delta (timers that fired are not counted). A caller
+// that skips registering a timer it knows it registered (the window
+// operator, for an element of a window it holds state for) checks that
+// the count has not changed since. O(1); writer goroutine only.
+func (s *NamespacedTimerService[K, N]) EventTimersDeleted() uint64 { return s.event.Deletes() }
+
 // RegisterProcessingTime registers a processing-time timer; it fires when
 // AdvanceProcessingTime runs at or after ts.
 func (s *NamespacedTimerService[K, N]) RegisterProcessingTime(key K, ns N, ts int64) (bool, error) {

@@ -56,23 +56,33 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) ttlRuntime() *ttlRuntime { return
 // Add adds in to the accumulator of (key, ns), creating it if needed (or,
 // with a TTL, if it has expired). Writer goroutine only.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) Add(key K, ns N, in IN) error {
+	_, err := s.AddCreating(key, ns, in)
+	return err
+}
+
+// AddCreating is Add that also reports whether it created the
+// accumulator: (key, ns) had none, or with a TTL it had expired. Writer
+// goroutine only.
+func (s *AggregatingState[K, N, IN, ACC, OUT]) AddCreating(key K, ns N, in IN) (created bool, err error) {
 	if s.ttl != nil {
 		now := s.ttl.now()
 		acc, ok, err := s.ttl.getFresh(key, ns, now)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !ok {
 			acc = s.fn.CreateAccumulator()
 		}
-		return s.ttl.putLive(key, ns, s.fn.Add(in, acc), now)
+		return !ok, s.ttl.putLive(key, ns, s.fn.Add(in, acc), now)
 	}
-	return s.update(key, ns, func(acc ACC, ok bool) ACC {
+	err = s.update(key, ns, func(acc ACC, ok bool) ACC {
 		if !ok {
+			created = true
 			acc = s.fn.CreateAccumulator()
 		}
 		return s.fn.Add(in, acc)
 	})
+	return created && err == nil, err
 }
 
 // AddEach is Add of keys[0], keys[1], ... in turn, in namespace ns, with
@@ -86,6 +96,21 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEach(keys []K, ns N, in func(i
 			return fmt.Errorf("keys[%d]: %w", i, err)
 		}
 		return nil
+	})
+}
+
+// AddEachCreating is AddEach that calls added(i, created) once keys[i]
+// is added, created saying whether the add created the accumulator (as
+// AddCreating). An error stops it: the keys added are those added was
+// called for, and the error is Add's, as it returned it. Writer goroutine
+// only.
+func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEachCreating(keys []K, ns N, in func(i int) IN, added func(i int, created bool)) error {
+	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
+		created, err := s.AddCreating(keys[i], ns, in(i))
+		if err == nil {
+			added(i, created)
+		}
+		return err
 	})
 }
 

@@ -125,6 +125,7 @@ func (t *Table) DeleteEntry(name string, key []byte) error {
 // state of another kind, or parts that do not decode, are errors wrapping
 // ErrDecode. Writer goroutine only.
 func (t *Table) PatchEntry(name string, key []byte, parts []Part) error {
+	t.entryWrites++
 	r, ok := t.states[name]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownState, name)
@@ -292,6 +293,7 @@ func (t *Table) ApplyEntries(name string, ops []EntryOp) error {
 // put of a cell with nothing left that has not expired deletes the entry.
 // Writer goroutine only.
 func (t *Table) ApplyEntriesFrom(name string, ttl bool, ops []EntryOp) error {
+	t.entryWrites++
 	r, ok := t.states[name]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownState, name)

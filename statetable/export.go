@@ -49,6 +49,7 @@ func (snap *Snapshot) KeyGroupEntries(name string, g int, yield func(key, cell [
 // spares an allocation per key) and only decodes cell. Writer goroutine
 // only.
 func (t *Table) RestoreEntry(name string, key, cell []byte) error {
+	t.entryWrites++
 	r, ok := t.states[name]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownState, name)

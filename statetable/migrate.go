@@ -70,6 +70,7 @@ func migrationOf(have, file StateInfo) (string, error) {
 // a decode and an encode per value and a copy of the run. Writer goroutine
 // only.
 func (t *Table) RestoreRunOf(name string, file StateInfo, n int, b []byte) (int, error) {
+	t.entryWrites++
 	r, ok := t.states[name]
 	if !ok {
 		return 0, fmt.Errorf("%w %q", ErrUnknownState, name)
@@ -102,6 +103,7 @@ func (t *Table) RestoreRunOf(name string, file StateInfo, n int, b []byte) (int,
 // describes, migrating values as RestoreRunOf does: whole cells and the
 // values of list and map parts. Writer goroutine only.
 func (t *Table) ApplyEntriesOf(name string, file StateInfo, ops []EntryOp) error {
+	t.entryWrites++
 	r, ok := t.states[name]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownState, name)

@@ -63,23 +63,33 @@ func (s *ReducingState[K, N, V]) GetAt(snap *Snapshot, key K, ns N) (V, bool, er
 // Add folds v into the value of (key, ns) (v itself if there is none, or,
 // with a TTL, if it has expired). Writer goroutine only.
 func (s *ReducingState[K, N, V]) Add(key K, ns N, v V) error {
+	_, err := s.AddCreating(key, ns, v)
+	return err
+}
+
+// AddCreating is Add that also reports whether it created the value:
+// (key, ns) had none, or with a TTL it had expired. Writer goroutine
+// only.
+func (s *ReducingState[K, N, V]) AddCreating(key K, ns N, v V) (created bool, err error) {
 	if s.ttl != nil {
 		now := s.ttl.now()
 		old, ok, err := s.ttl.getFresh(key, ns, now)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if ok {
 			v = s.reduce(old, v)
 		}
-		return s.ttl.putLive(key, ns, v, now)
+		return !ok, s.ttl.putLive(key, ns, v, now)
 	}
-	return s.update(key, ns, func(old V, ok bool) V {
+	err = s.update(key, ns, func(old V, ok bool) V {
+		created = !ok
 		if ok {
 			return s.reduce(old, v)
 		}
 		return v
 	})
+	return created && err == nil, err
 }
 
 // AddEach is Add of keys[0], keys[1], ... in turn, in namespace ns, with
@@ -93,6 +103,21 @@ func (s *ReducingState[K, N, V]) AddEach(keys []K, ns N, value func(i int) V) er
 			return fmt.Errorf("keys[%d]: %w", i, err)
 		}
 		return nil
+	})
+}
+
+// AddEachCreating is AddEach that calls added(i, created) once keys[i] is
+// added, created saying whether the add created the value (as
+// AddCreating). An error stops it: the keys added are those added was
+// called for, and the error is Add's, as it returned it. Writer goroutine
+// only.
+func (s *ReducingState[K, N, V]) AddEachCreating(keys []K, ns N, value func(i int) V, added func(i int, created bool)) error {
+	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
+		created, err := s.AddCreating(keys[i], ns, value(i))
+		if err == nil {
+			added(i, created)
+		}
+		return err
 	})
 }
 

@@ -45,6 +45,7 @@ func (t *Table) RestoreRun(name string, n int, b []byte) (int, error) {
 // dropped. Entries with timestamps into a state without a TTL are an
 // error matching ErrStateMismatch. Writer goroutine only.
 func (t *Table) RestoreRunFrom(name string, ttl bool, n int, b []byte) (int, error) {
+	t.entryWrites++
 	r, ok := t.states[name]
 	if !ok {
 		return 0, fmt.Errorf("%w %q", ErrUnknownState, name)

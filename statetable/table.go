@@ -66,6 +66,9 @@ type Table struct {
 	// back in time (TTL cleanup floors hold only while it does not change).
 	lastNow    int64
 	clockBacks uint64
+	// entryWrites counts the calls that wrote entries by their encoded
+	// bytes (EntryWrites).
+	entryWrites uint64
 }
 
 // NewTable returns an empty table whose structures are owned by owner.
@@ -97,6 +100,16 @@ func NewTable(owner *cow.Owner, cfg Config) (*Table, error) {
 	}
 	return &Table{owner: owner, maxPar: maxPar, owned: owned, ownsAll: owned == AllKeyGroups(maxPar), states: map[string]registered{}, clock: clock, cleanupStep: step, lastNow: math.MinInt64}, nil
 }
+
+// EntryWrites returns how many calls have written entries by their
+// encoded bytes since the table was created: restores of snapshot runs
+// and entries, replays of deltas (RestoreRun, RestoreEntry, PatchEntry,
+// ApplyEntries and their variants). Writes through the typed states are
+// not counted. A caller that keeps facts about a state's entries that its
+// own writes maintain (the window operator: every window it holds state
+// for has its end-of-window timer) checks that the count has not changed
+// since. O(1); writer goroutine only.
+func (t *Table) EntryWrites() uint64 { return t.entryWrites }
 
 // Owner returns the owner of every structure of the table.
 func (t *Table) Owner() *cow.Owner { return t.owner }

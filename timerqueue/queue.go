@@ -78,6 +78,9 @@ type Queue struct {
 	// capture.
 	pendWrote uint64
 
+	// deletes counts the timers Delete has removed (Deletes).
+	deletes uint64
+
 	checks invariants.Budget // when verify runs Check (-race, invariants tag)
 }
 
@@ -159,13 +162,22 @@ func (q *Queue) Delete(t Timer) (deleted bool) {
 		}
 		q.pend = slices.Delete(q.pend, i, i+1)
 		q.pendWrote = qtree(q).Owner().Epoch()
+		q.deletes++
 		q.verify("Delete")
 		return true
 	}
-	_, deleted = qtree(q).Delete(tt)
+	if _, deleted = qtree(q).Delete(tt); deleted {
+		q.deletes++
+	}
 	q.verify("Delete")
 	return deleted
 }
+
+// Deletes returns how many timers Delete has removed from the queue since
+// it was created (firing removes timers too, and is not counted). A
+// caller that skips registering a timer it knows it registered checks
+// that the count has not changed since. O(1); writer goroutine only.
+func (q *Queue) Deletes() uint64 { return q.deletes }
 
 // Contains reports whether timer t is registered. O(log n); writer
 // goroutine only.

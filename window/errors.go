@@ -14,4 +14,8 @@ var (
 	// ErrRange: a timestamp whose windows start before the smallest int64
 	// or end after the largest: they cannot be represented.
 	ErrRange = errors.New("window: window out of the int64 range")
+	// ErrExists: an operator created under a name the backend already
+	// has a state of. An operator's state is its own: the operator keeps
+	// facts about it that its own writes maintain.
+	ErrExists = errors.New("window: an operator of that name exists")
 )

@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 
@@ -23,16 +24,51 @@ import (
 // allowed lateness: an element whose windows have all ended at the
 // watermark is dropped and Add reports it late.
 //
+// One operator a name and backend (a second is an error matching
+// ErrExists), and its state is its own: write it through the operator.
+//
 // Writer goroutine of the backend only. Cost per Add: the assigner's
-// windows, each one timer registration and one state update (O(log n));
-// per window emitted, one read and one clear.
+// windows, each one state update (O(log n)), and for an element that
+// creates a window's state one timer registration (O(log n)); per window
+// emitted, one read and one clear. The first Add after a restore reads the
+// operator's state once (O(its entries)).
 type Operator[K, IN, OUT any] struct {
+	b        *cowstate.Backend
 	assign   Assigner
 	state    windowState[K, IN, OUT]
 	timers   *cowstate.NamespacedTimerService[K, TimeWindow]
 	sessions *Sessions[K] // for a Session assigner, else nil
 	windows  []TimeWindow // scratch for the assigner
 	run      batchRun[K, IN]
+	ends     endTimers
+}
+
+// endTimers is what lets an element of a window that already holds state
+// for its key skip the registration of the window's end-of-window timer:
+// a search of a tree of every timer, half of a windowed count's time
+// (BenchmarkWindowJob; decision 0051).
+//
+// The operator keeps this invariant: every (key, window) it holds state
+// for has its end-of-window timer registered. Adding creates the state
+// and registers the timer together; firing removes the timer and clears
+// the state together (an emit that fails puts the timer back). Two things
+// can break it, and the operator watches both: a deleted timer (DeleteEnd,
+// Operator.Timers, a restore replaying a delta: the service's
+// EventTimersDeleted count) and state written by its bytes (a restore:
+// the table's EntryWrites count), which can bring state whose timer was
+// deleted before the snapshot. After either, the windows that may hold
+// state, those ending at or before maxEnd, are registered at every element
+// again, as Flink's trigger does: only windows ending later, whose state
+// this process created since, skip.
+type endTimers struct {
+	// registerThrough: an element of a window ending at or before it
+	// registers the end timer whether or not its state existed.
+	registerThrough int64
+	// maxEnd is the latest end of a window that may hold state: of those
+	// the operator added to, and of the state a restore brought.
+	maxEnd int64
+	// deletes and writes are the counts last seen.
+	deletes, writes uint64
 }
 
 // batchRun is AddEach's scratch: consecutive elements of a batch that go
@@ -43,13 +79,16 @@ type batchRun[K, IN any] struct {
 	ins     []IN         // their elements
 	windows []TimeWindow // their windows that are not late
 	next    []TimeWindow // the next run's windows while this one is added
+	created []bool       // a window's adds: whether each created the state
 }
 
 // windowState is the state of an operator's windows: a reducing or an
 // aggregating state namespaced by window.
 type windowState[K, IN, OUT any] interface {
 	Add(key K, w TimeWindow, in IN) error
-	AddEach(keys []K, w TimeWindow, in func(i int) IN) error
+	AddCreating(key K, w TimeWindow, in IN) (created bool, err error)
+	AddEachCreating(keys []K, w TimeWindow, in func(i int) IN, added func(i int, created bool)) error
+	Pairs() iter.Seq2[K, TimeWindow]
 	Get(key K, w TimeWindow) (OUT, bool, error)
 	Clear(key K, w TimeWindow) error
 	Count() int
@@ -61,6 +100,9 @@ type windowState[K, IN, OUT any] interface {
 // for cowstate.Reducing). reduce must return a new value rather than mutate
 // its arguments.
 func Reduce[K, V any](b *cowstate.Backend, name string, assign Assigner, reduce func(acc, v V) V, opts ...cowstate.StateOption) (*Operator[K, V, V], error) {
+	if err := precheck(b, name, assign); err != nil {
+		return nil, err
+	}
 	kc, vc, err := cowstate.ResolveCodecs[K, V]("reducing", name, opts...)
 	if err != nil {
 		return nil, err
@@ -78,6 +120,9 @@ func Reduce[K, V any](b *cowstate.Backend, name string, assign Assigner, reduce 
 // Go infers IN, ACC and OUT from fn: window.Aggregate[string](b, "avg",
 // minute, average{}).
 func Aggregate[K, IN, ACC, OUT any](b *cowstate.Backend, name string, assign Assigner, fn cowstate.AggregateFunction[IN, ACC, OUT], opts ...cowstate.StateOption) (*Operator[K, IN, OUT], error) {
+	if err := precheck(b, name, assign); err != nil {
+		return nil, err
+	}
 	kc, ac, err := cowstate.ResolveCodecs[K, ACC]("aggregating", name, opts...)
 	if err != nil {
 		return nil, err
@@ -95,6 +140,19 @@ func Count[K any](b *cowstate.Backend, name string, assign Assigner, opts ...cow
 	return Reduce[K](b, name, assign, func(acc, n int64) int64 { return acc + n }, opts...)
 }
 
+// precheck is what an operator's constructor checks before it registers
+// anything: an assigner (ErrInvalid), and a name b has no state of
+// (ErrExists: one operator a name, see endTimers).
+func precheck(b *cowstate.Backend, name string, assign Assigner) error {
+	if assign == nil {
+		return fmt.Errorf("%w: operator %q: nil assigner", ErrInvalid, name)
+	}
+	if _, err := b.Table().State(name); err == nil {
+		return fmt.Errorf("%w: %q", ErrExists, name)
+	}
+	return nil
+}
+
 // newOperator registers the operator's timer service, name+"/windows", and
 // for session windows its session set, name+"/sessions".
 func newOperator[K, IN, OUT any](b *cowstate.Backend, name string, assign Assigner, kc statetable.Codec[K], s windowState[K, IN, OUT]) (*Operator[K, IN, OUT], error) {
@@ -105,7 +163,8 @@ func newOperator[K, IN, OUT any](b *cowstate.Backend, name string, assign Assign
 	if err != nil {
 		return nil, err
 	}
-	o := &Operator[K, IN, OUT]{assign: assign, state: s, timers: timers}
+	o := &Operator[K, IN, OUT]{b: b, assign: assign, state: s, timers: timers,
+		ends: endTimers{registerThrough: math.MinInt64, maxEnd: math.MinInt64}}
 	if session, ok := assign.(Session); ok {
 		if o.sessions, err = NewSessions(b, name+"/sessions", kc, session.Gap, timers, s); err != nil {
 			return nil, err
@@ -130,21 +189,61 @@ func (o *Operator[K, IN, OUT]) Add(key K, ts int64, in IN) (late bool, err error
 	if err != nil {
 		return false, err
 	}
+	o.checkEnds()
+	wm := o.timers.CurrentWatermark()
 	late = true
 	for _, w := range o.windows {
-		wLate, err := RegisterEnd(o.timers, key, w)
-		if err != nil {
-			return false, err
-		}
-		if wLate {
+		if Late(w, wm) {
 			continue
 		}
 		late = false
-		if err := o.state.Add(key, w, in); err != nil {
+		created, err := o.state.AddCreating(key, w, in)
+		if err != nil {
+			return false, err
+		}
+		if err := o.addedTo(key, w, created); err != nil {
 			return false, err
 		}
 	}
 	return late, nil
+}
+
+// checkEnds updates o.ends for what happened since it last looked: a
+// deleted timer or state written by its bytes means that windows that may
+// hold state may miss their end timer (see endTimers). After a restore it
+// reads the state for the latest end of a window holding some: O(state
+// entries), once a restore.
+func (o *Operator[K, IN, OUT]) checkEnds() {
+	e := &o.ends
+	if w := o.b.Table().EntryWrites(); w != e.writes {
+		e.writes = w
+		for _, win := range o.state.Pairs() {
+			e.maxEnd = max(e.maxEnd, win.MaxTimestamp())
+		}
+		e.registerThrough = max(e.registerThrough, e.maxEnd)
+	}
+	if d := o.timers.EventTimersDeleted(); d != e.deletes {
+		e.deletes = d
+		e.registerThrough = max(e.registerThrough, e.maxEnd)
+	}
+}
+
+// addedTo registers the end timer of window w for key, just added to,
+// unless the add found state (created false) that the invariant of
+// endTimers says has its timer.
+func (o *Operator[K, IN, OUT]) addedTo(key K, w TimeWindow, created bool) error {
+	end := w.MaxTimestamp()
+	o.ends.maxEnd = max(o.ends.maxEnd, end)
+	if !created && end > o.ends.registerThrough {
+		return nil
+	}
+	if _, err := o.timers.RegisterEventTime(key, w, end); err != nil {
+		// The state holds an element its timer does not cover: trust no
+		// window that may hold state any more.
+		o.ends.registerThrough = max(o.ends.registerThrough, o.ends.maxEnd)
+		return err
+	}
+	return nil
 }
 
 // AddEach is Add of keys[i], with the event time and element at(i), for
@@ -173,6 +272,7 @@ func (o *Operator[K, IN, OUT]) AddEach(keys []K, at func(i int) (ts int64, in IN
 	}
 	r := &o.run
 	defer r.reset()
+	o.checkEnds()
 	wm := o.timers.CurrentWatermark()
 	for i, key := range keys {
 		ts, in := at(i)
@@ -199,37 +299,33 @@ func (o *Operator[K, IN, OUT]) AddEach(keys []K, at func(i int) (ts int64, in IN
 	return dropped, o.flush()
 }
 
-// flush adds the run's elements to their windows: the end timers in the
-// order of the elements, as Add registers them, then each window's state
-// for all of them. A timer that fails (a key in a key group the backend
-// does not own) stops it with the elements before it added; the state's
-// checks are the timers', so its adds do not fail after them.
+// flush adds the run's elements to the state of each of its windows, and
+// registers the end timers Add would (addedTo). An element the state
+// refuses (a key in a key group the backend does not own) stops it, with
+// the elements before it added to every window.
 func (o *Operator[K, IN, OUT]) flush() error {
 	r := &o.run
 	defer r.reset()
-	for j, key := range r.keys {
-		for _, w := range r.windows {
-			if _, err := o.timers.RegisterEventTime(key, w, w.MaxTimestamp()); err != nil {
-				if aerr := o.addRun(j); aerr != nil {
-					return aerr
-				}
+	n := len(r.keys)
+	var stop error
+	for _, w := range r.windows {
+		r.created = r.created[:0]
+		added := 0
+		err := o.state.AddEachCreating(r.keys[:n], w, func(j int) IN { return r.ins[j] }, func(j int, created bool) {
+			added = j + 1
+			r.created = append(r.created, created)
+		})
+		for j, created := range r.created {
+			if err := o.addedTo(r.keys[j], w, created); err != nil {
 				return fmt.Errorf("keys[%d]: %w", r.at[j], err)
 			}
 		}
-	}
-	return o.addRun(len(r.keys))
-}
-
-// addRun adds the run's first n elements to the state of each of its
-// windows.
-func (o *Operator[K, IN, OUT]) addRun(n int) error {
-	r := &o.run
-	for _, w := range r.windows {
-		if err := o.state.AddEach(r.keys[:n], w, func(j int) IN { return r.ins[j] }); err != nil {
-			return fmt.Errorf("window %v: %w", w, err)
+		if err != nil {
+			stop = fmt.Errorf("keys[%d]: %w", r.at[added], err)
+			n = added
 		}
 	}
-	return nil
+	return stop
 }
 
 // reset empties the run, keeping its memory but none of its keys and
@@ -237,7 +333,7 @@ func (o *Operator[K, IN, OUT]) addRun(n int) error {
 func (r *batchRun[K, IN]) reset() {
 	clear(r.keys)
 	clear(r.ins)
-	r.at, r.keys, r.ins, r.windows = r.at[:0], r.keys[:0], r.ins[:0], r.windows[:0]
+	r.at, r.keys, r.ins, r.windows, r.created = r.at[:0], r.keys[:0], r.ins[:0], r.windows[:0], r.created[:0]
 }
 
 // AdvanceWatermark sets the event-time watermark to wm and emits, in

@@ -1,6 +1,7 @@
 package window_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,18 +13,22 @@ import (
 
 	"github.com/cowstate/cowstate"
 	"github.com/cowstate/cowstate/checkpoint"
+	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/window"
 	"pgregory.net/rapid"
 )
 
 // fixedModel is a non-merging window operator written the obvious way:
-// per key and window the elements, a window late once its last timestamp
-// is at or below the watermark.
+// per key and window the elements and whether its end-of-window timer is
+// registered (every element registers it, as Flink's trigger does; a
+// purge deletes it), a window late once its last timestamp is at or below
+// the watermark, emitted then if its timer is registered.
 type fixedModel struct {
 	assign    window.Assigner
 	watermark int64
 	open      map[string]map[window.TimeWindow][]int64
+	timer     map[string]map[window.TimeWindow]bool
 }
 
 func (m *fixedModel) add(key string, ts int64) (late bool) {
@@ -39,10 +44,17 @@ func (m *fixedModel) add(key string, ts int64) (late bool) {
 		late = false
 		if m.open[key] == nil {
 			m.open[key] = map[window.TimeWindow][]int64{}
+			m.timer[key] = map[window.TimeWindow]bool{}
 		}
 		m.open[key][w] = append(m.open[key][w], ts)
+		m.timer[key][w] = true
 	}
 	return late
+}
+
+// purge deletes the end-of-window timer of key's window w.
+func (m *fixedModel) purge(key string, w window.TimeWindow) {
+	delete(m.timer[key], w)
 }
 
 func (m *fixedModel) fire(wm int64) []string {
@@ -50,9 +62,10 @@ func (m *fixedModel) fire(wm int64) []string {
 	var out []string
 	for key, ws := range m.open {
 		for w, elems := range ws {
-			if window.Late(w, m.watermark) {
+			if window.Late(w, m.watermark) && m.timer[key][w] {
 				out = append(out, countSum(key, w, elems))
 				delete(ws, w)
+				delete(m.timer[key], w)
 			}
 		}
 	}
@@ -130,6 +143,8 @@ func (j *operatorJob) fire(wm int64) ([]string, error) {
 
 // The operator emits what the model emits, for tumbling, sliding and
 // session windows, across watermarks that sometimes go back and across
+// purges of end-of-window timers (DeleteEnd: the window then emits only if
+// a later element registers its timer again, as in Flink) and across
 // crashes that resume from the last checkpoint and replay the input after
 // it (what a job with a replayable source does).
 func TestOperator_AgainstModel(t *testing.T) {
@@ -146,9 +161,12 @@ func TestOperator_AgainstModel(t *testing.T) {
 		}
 		type input struct {
 			advance bool
+			purge   bool // delete the end timer of window pick of ts's windows
+			pick    int
 			key     string
 			ts      int64
 		}
+		_, isSession := assign.(window.Session)
 		var inputs []input
 		wm := int64(-50)
 		for range rapid.IntRange(1, 150).Draw(t, "inputs") {
@@ -157,13 +175,24 @@ func TestOperator_AgainstModel(t *testing.T) {
 				inputs = append(inputs, input{advance: true, ts: wm})
 				continue
 			}
-			inputs = append(inputs, input{key: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key"), ts: wm + rapid.Int64Range(-10, 40).Draw(t, "ahead")})
+			in := input{key: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key"), ts: wm + rapid.Int64Range(-10, 40).Draw(t, "ahead")}
+			if !isSession && rapid.IntRange(0, 9).Draw(t, "purge") == 0 {
+				in.purge, in.pick = true, rapid.IntRange(0, 2).Draw(t, "pick")
+			}
+			inputs = append(inputs, in)
+		}
+		purged := func(in input) (window.TimeWindow, bool) {
+			ws, err := assign.AppendWindows(nil, in.ts)
+			if err != nil || len(ws) == 0 {
+				return window.TimeWindow{}, false
+			}
+			return ws[in.pick%len(ws)], true
 		}
 		inputs = append(inputs, input{advance: true, ts: math.MaxInt64}) // the end of the input
 
 		// The model runs once through the input.
 		var want []string
-		fixed := &fixedModel{assign: assign, watermark: math.MinInt64, open: map[string]map[window.TimeWindow][]int64{}}
+		fixed := &fixedModel{assign: assign, watermark: math.MinInt64, open: map[string]map[window.TimeWindow][]int64{}, timer: map[string]map[window.TimeWindow]bool{}}
 		var sessions *sessionModel
 		if s, ok := assign.(window.Session); ok {
 			sessions = &sessionModel{gap: s.Gap, watermark: math.MinInt64, open: map[string][]modelSession{}}
@@ -175,6 +204,10 @@ func TestOperator_AgainstModel(t *testing.T) {
 				want = append(want, sessions.fire(in.ts)...)
 			case in.advance:
 				want = append(want, fixed.fire(in.ts)...)
+			case in.purge:
+				if w, ok := purged(in); ok {
+					fixed.purge(in.key, w)
+				}
 			case sessions != nil:
 				_, wantLate[i] = sessions.add(in.key, in.ts)
 			default:
@@ -201,11 +234,17 @@ func TestOperator_AgainstModel(t *testing.T) {
 					t.Fatalf("input %d: advance to %d: %v", next, in.ts, err)
 				}
 				sinceCheckpoint = append(sinceCheckpoint, out...)
+			} else if in.purge {
+				if w, ok := purged(in); ok {
+					if err := window.DeleteEnd(j.op.Timers(), in.key, w); err != nil {
+						t.Fatalf("input %d: purge %s %v: %v", next, in.key, w, err)
+					}
+				}
 			} else if n := rapid.IntRange(0, 20).Draw(t, "batch"); n > 0 {
 				// AddEach of this input and the adds after it, up to n.
 				var keys []string
 				wantDropped := 0
-				for next+len(keys) < len(inputs) && !inputs[next+len(keys)].advance && len(keys) < n {
+				for next+len(keys) < len(inputs) && !inputs[next+len(keys)].advance && !inputs[next+len(keys)].purge && len(keys) < n {
 					if wantLate[next+len(keys)] {
 						wantDropped++
 					}
@@ -437,7 +476,84 @@ func TestOperator_Errors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := window.Count[string](b, "c", window.Tumbling{Size: 1}); !errors.Is(err, window.ErrExists) {
+		t.Errorf("a second operator named %q: %v, want ErrExists", "c", err)
+	}
 	if _, err := views.Add("a", 1, 1); !errors.Is(err, window.ErrInvalid) {
 		t.Errorf("Add with a zero-size assigner: %v, want ErrInvalid", err)
+	}
+}
+
+// An element of a window whose end-of-window timer was deleted registers
+// it again, as Flink's trigger does at every element, and the window
+// emits: in the process that deleted it, and after a restore of a
+// snapshot taken between the delete and the element. A window whose timer
+// stays deleted does not emit.
+func TestOperator_ElementRegistersADeletedEndTimerAgain(t *testing.T) {
+	newCount := func() (*cowstate.Backend, *window.Operator[string, int64, int64]) {
+		b, err := cowstate.New(cowstate.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, err := window.Count[string](b, "n", window.Tumbling{Size: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, op
+	}
+	add := func(op *window.Operator[string, int64, int64], key string, ts int64) {
+		t.Helper()
+		if _, err := op.Add(key, ts, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	purge := func(op *window.Operator[string, int64, int64], key string, ts int64) {
+		t.Helper()
+		if err := window.DeleteEnd(op.Timers(), key, window.TimeWindow{Start: ts - ts%10, End: ts - ts%10 + 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emitted := func(op *window.Operator[string, int64, int64]) []string {
+		t.Helper()
+		var out []string
+		if _, err := op.Flush(func(key string, w window.TimeWindow, n int64) error {
+			out = append(out, fmt.Sprintf("%s %v %d", key, w, n))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	b, op := newCount()
+	add(op, "a", 1) // [0, 10): its timer, then deleted, then registered again
+	purge(op, "a", 1)
+	add(op, "a", 2)
+	add(op, "b", 11) // [10, 20): deleted before the snapshot, registered again after the restore
+	add(op, "b", 12)
+	purge(op, "b", 11)
+	add(op, "c", 21) // [20, 30): deleted, and nothing registers it again
+	purge(op, "c", 21)
+	var buf bytes.Buffer
+	snap := b.Snapshot()
+	if err := cowstate.WriteSnapshot(context.Background(), &buf, snap, nil); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if got, want := emitted(op), []string{"a [0, 10) 2"}; !slices.Equal(got, want) {
+		t.Errorf("before the restore: emitted %q, want %q", got, want)
+	}
+
+	restored, op := newCount()
+	r, err := snapshot.Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restored.RestoreSnapshot(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	add(op, "b", 13) // the snapshot holds [0, 10) of "a" with its timer, and the rest as it was
+	if got, want := emitted(op), []string{"a [0, 10) 2", "b [10, 20) 3"}; !slices.Equal(got, want) {
+		t.Errorf("after the restore: emitted %q, want %q", got, want)
 	}
 }
