@@ -132,7 +132,26 @@ func (s *NamespacedTimerService[K, N]) CurrentWatermark() int64 { return s.water
 // up, as in Flink); it fires the timers at or below it.
 func (s *NamespacedTimerService[K, N]) AdvanceWatermark(wm int64, fire func(key K, ns N, ts int64) error) (fired int, err error) {
 	s.watermark = max(s.watermark, wm)
-	return s.advance(s.event, wm, fire)
+	return s.advance(s.event, wm, nil, fire)
+}
+
+// EncodedPrefetcher is a state whose entry at an encoded key and
+// namespace can be asked for ahead of a read: statetable.ReducingState and
+// statetable.AggregatingState (PrefetchEncoded).
+type EncodedPrefetcher interface {
+	PrefetchEncoded(key, namespace string)
+}
+
+// AdvanceWatermarkReading is AdvanceWatermark for a callback that reads
+// state, a state whose key and namespace codecs are the service's, at
+// each timer's key and namespace (a window operator reading a window's
+// contents when its end timer fires): a few timers before each fires,
+// the state's entry for it is asked for (state.PrefetchEncoded), so that
+// the callback's read does not wait for memory. What fires, in what
+// order, and what the callback sees are AdvanceWatermark's.
+func (s *NamespacedTimerService[K, N]) AdvanceWatermarkReading(wm int64, state EncodedPrefetcher, fire func(key K, ns N, ts int64) error) (fired int, err error) {
+	s.watermark = max(s.watermark, wm)
+	return s.advance(s.event, wm, func(t timerqueue.Timer) { state.PrefetchEncoded(t.Key, t.Namespace) }, fire)
 }
 
 // AdvanceProcessingTime fires the processing-time timers due at the clock's
@@ -140,7 +159,7 @@ func (s *NamespacedTimerService[K, N]) AdvanceWatermark(wm int64, fire func(key 
 // TTL states with the budget Config.TTLCleanupPerAdvance (see
 // Backend.CleanupExpired).
 func (s *NamespacedTimerService[K, N]) AdvanceProcessingTime(fire func(key K, ns N, ts int64) error) (fired int, err error) {
-	fired, err = s.advance(s.processing, s.b.ProcessingTime(), fire)
+	fired, err = s.advance(s.processing, s.b.ProcessingTime(), nil, fire)
 	if err == nil {
 		s.b.table.CleanupExpired(s.b.table.TTLCleanupPerAdvance())
 	}
@@ -160,12 +179,12 @@ func (s *NamespacedTimerService[K, N]) NextEventTime() (int64, bool) {
 	return t.Timestamp, ok
 }
 
-func (s *NamespacedTimerService[K, N]) advance(q *timerqueue.Queue, upTo int64, fire func(K, N, int64) error) (int, error) {
+func (s *NamespacedTimerService[K, N]) advance(q *timerqueue.Queue, upTo int64, ahead func(timerqueue.Timer), fire func(K, N, int64) error) (int, error) {
 	var firstErr error
 	var unfired []timerqueue.Timer
 	var unfiredGroups []int
 	fired := 0
-	q.Advance(upTo, func(t timerqueue.Timer, g int) {
+	q.AdvanceAhead(upTo, ahead, func(t timerqueue.Timer, g int) {
 		if firstErr == nil {
 			var k K
 			var n N

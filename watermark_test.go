@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/cowstate/cowstate"
@@ -47,5 +48,68 @@ func TestBackend_RestoreWatermarks(t *testing.T) {
 	fired, err := a2.AdvanceWatermark(100, func(string, statetable.VoidNamespace, int64) error { return nil })
 	if err != nil || fired != 1 {
 		t.Fatalf("the timer at 50 fired %d times at the next advance (%v)", fired, err)
+	}
+}
+
+// recordPrefetches is an EncodedPrefetcher that records what it is asked
+// for.
+type recordPrefetches []string
+
+func (r *recordPrefetches) PrefetchEncoded(key, ns string) { *r = append(*r, key+"/"+ns) }
+
+// AdvanceWatermarkReading fires what AdvanceWatermark fires, in the same
+// order, with the same error handling, and asks the state for the entries
+// of timers before they fire: each encoded as the service's codecs encode
+// the timer's key and namespace.
+func TestTimers_AdvanceWatermarkReadingFiresAsAdvanceWatermark(t *testing.T) {
+	type firing struct {
+		key string
+		ns  int64
+		ts  int64
+	}
+	run := func(reading bool, failAt int) ([]firing, recordPrefetches, error) {
+		b, _ := cowstate.New(cowstate.Config{})
+		s, _ := cowstate.NamespacedTimers(b, "t", statetable.String, statetable.Int64)
+		for i := range 300 {
+			s.RegisterEventTime(string(rune('a'+i%26))+string(rune('a'+i/26)), int64(i%5), int64(i%3))
+		}
+		var got []firing
+		var asked recordPrefetches
+		fire := func(k string, ns int64, ts int64) error {
+			if len(got) == failAt {
+				return errors.New("emit failed")
+			}
+			got = append(got, firing{k, ns, ts})
+			return nil
+		}
+		var err error
+		if reading {
+			_, err = s.AdvanceWatermarkReading(1, &asked, fire)
+		} else {
+			_, err = s.AdvanceWatermark(1, fire)
+		}
+		if err == nil { // what stayed registered fires at the next advance
+			_, err = s.AdvanceWatermark(2, fire)
+		}
+		return got, asked, err
+	}
+	for _, failAt := range []int{-1, 0, 57} {
+		want, _, wantErr := run(false, failAt)
+		got, asked, err := run(true, failAt)
+		if !slices.Equal(got, want) || (err == nil) != (wantErr == nil) {
+			t.Fatalf("failing at %d: AdvanceWatermarkReading fired %d (%v), AdvanceWatermark %d (%v)", failAt, len(got), err, len(want), wantErr)
+		}
+		if failAt < 0 && len(asked) == 0 {
+			t.Fatal("no entry asked for")
+		}
+		fired := map[string]bool{}
+		for _, f := range got {
+			fired[string(statetable.String.Append(nil, f.key))+"/"+string(statetable.Int64.Append(nil, f.ns))] = true
+		}
+		for _, a := range asked {
+			if !fired[a] && failAt < 0 {
+				t.Fatalf("asked for %q, not the encodings of a timer that fired", a)
+			}
+		}
 	}
 }

@@ -73,7 +73,8 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) AddCreating(key K, ns N, in IN) (
 		if !ok {
 			acc = s.fn.CreateAccumulator()
 		}
-		return !ok, s.ttl.putLive(key, ns, s.fn.Add(in, acc), now)
+		err = s.ttl.putLive(key, ns, s.fn.Add(in, acc), now)
+		return !ok && err == nil, err
 	}
 	err = s.update(key, ns, func(acc ACC, ok bool) ACC {
 		if !ok {
@@ -148,6 +149,14 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) GetAt(snap *Snapshot, key K, ns N
 		return zero, false, err
 	}
 	return s.fn.Result(acc), true, nil
+}
+
+// PrefetchEncoded asks the CPU for the entry of the key and namespace
+// whose encodings by the state's codecs are key and namespace, ahead of
+// a read or write of it (as ReducingState.PrefetchEncoded). A hint:
+// nothing changes. Writer goroutine only.
+func (s *AggregatingState[K, N, IN, ACC, OUT]) PrefetchEncoded(key, namespace string) {
+	prefetcherOf(s.cells, s.ttl).prefetchEncoded(key, namespace)
 }
 
 // Clear removes the accumulator of (key, ns). Writer goroutine only.

@@ -347,6 +347,47 @@ func (c *cells[K, N, C]) prefetch(keys []K, ns N) {
 	}
 }
 
+// prefetchEncoded loads the map entry of the key and namespace whose
+// encodings by the state's codecs are key and ns into the CPU's cache
+// (cow.Map.Prefetch), as prefetch does for typed keys: for a caller that
+// holds the encodings, such as a timer of a service with the state's
+// codecs. It does nothing for an integer key without a namespace (held
+// inline) and in a state of fewer than prefetchFarCells cells. A hint:
+// nothing changes, and encodings of another codec only waste the request.
+func (c *cells[K, N, C]) prefetchEncoded(key, ns string) {
+	if c.fixedKey.w != 0 || c.m.len() < c.prefetchFrom {
+		return
+	}
+	h, class := locateEncoded(key, ns)
+	c.m.prefetch([]uint64{h}, []keyClass{class})
+}
+
+// locateEncoded returns the entry hash and the map of the composite key
+// of a key and namespace encoded as key and ns: what locate returns for
+// the typed key and namespace (class as classOf of its composite key),
+// without building the composite key.
+func locateEncoded(key, ns string) (uint64, keyClass) {
+	h := EntryHash(HashKey(readOnlyBytes(key)), readOnlyBytes(ns))
+	switch n := uvarintLen(len(key)) + len(key) + len(ns); {
+	case n == 9 && len(key) == 8:
+		return h, class8
+	case n <= key15Max:
+		return h, class15
+	case n <= key31Max:
+		return h, class31
+	}
+	return h, classLong
+}
+
+// uvarintLen is the length of the uvarint encoding of n.
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
 // clear removes the cell of (key, ns).
 func (c *cells[K, N, C]) clear(key K, ns N) error {
 	if c.fixedKey.w == 8 {

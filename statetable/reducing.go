@@ -80,7 +80,8 @@ func (s *ReducingState[K, N, V]) AddCreating(key K, ns N, v V) (created bool, er
 		if ok {
 			v = s.reduce(old, v)
 		}
-		return !ok, s.ttl.putLive(key, ns, v, now)
+		err = s.ttl.putLive(key, ns, v, now)
+		return !ok && err == nil, err
 	}
 	err = s.update(key, ns, func(old V, ok bool) V {
 		created = !ok
@@ -119,6 +120,18 @@ func (s *ReducingState[K, N, V]) AddEachCreating(keys []K, ns N, value func(i in
 		}
 		return err
 	})
+}
+
+// PrefetchEncoded asks the CPU for the entry of the key and namespace
+// whose encodings by the state's codecs are key and namespace, ahead of
+// a read or write of it: for a caller that holds encodings, such as a
+// timer service with the state's codecs firing a timer whose callback
+// reads the state (NamespacedTimerService.AdvanceWatermarkReading). It
+// does nothing in a state small enough to stay in cache, and for an
+// integer key without a namespace. A hint: nothing changes. Writer
+// goroutine only.
+func (s *ReducingState[K, N, V]) PrefetchEncoded(key, namespace string) {
+	prefetcherOf(s.cells, s.ttl).prefetchEncoded(key, namespace)
 }
 
 // Clear removes the value of (key, ns). Writer goroutine only.

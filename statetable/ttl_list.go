@@ -28,6 +28,9 @@ func newTTLList[K, N, E any](t *Table, info StateInfo, kc Codec[K], nc Codec[N],
 func (l *ttlList[K, N, E]) runtime() *ttlRuntime { return l.rt }
 
 func (l *ttlList[K, N, E]) prefetch(keys []K, ns N) { l.inner.cells.prefetch(keys, ns) }
+func (l *ttlList[K, N, E]) prefetchEncoded(key, ns string) {
+	l.inner.cells.prefetchEncoded(key, ns)
+}
 
 func (l *ttlList[K, N, E]) clear(key K, ns N) error {
 	if err := l.inner.clear(key, ns); err != nil {

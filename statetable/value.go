@@ -240,7 +240,10 @@ const prefetchGroup = 8
 
 // prefetcher asks for the entries of a group of keys in namespace ns
 // (cells.prefetch): a state's cells, or with a TTL its TTL side's.
-type prefetcher[K, N any] interface{ prefetch(keys []K, ns N) }
+type prefetcher[K, N any] interface {
+	prefetch(keys []K, ns N)
+	prefetchEncoded(key, ns string)
+}
 
 // prefetcherOf returns the prefetcher of a state with cells c and TTL
 // side ttl (nil without a TTL, and then c is not).

@@ -30,6 +30,11 @@ const defaultBatch = 256
 // end fires a timer for every key that had an element in it).
 const fireAhead = 8
 
+// aheadOfFire is how many timers ahead of the one it fires AdvanceAhead
+// calls ahead: behind fireAhead, so that the timer's bytes ahead reads
+// have been asked for already.
+const aheadOfFire = 4
+
 // prefetchBytes asks for the bytes of t's key and namespace.
 func prefetchBytes(t treeTimer) {
 	prefetch.Range(unsafe.Pointer(unsafe.StringData(t.Key)), uintptr(len(t.Key)))
@@ -240,6 +245,18 @@ func (q *Queue) Next() (Timer, bool) {
 // tree, O(log n) amortized per registration).
 // Writer goroutine only.
 func (q *Queue) Advance(upTo int64, fire func(t Timer, keyGroup int)) (fired int) {
+	return q.AdvanceAhead(upTo, nil, fire)
+}
+
+// AdvanceAhead is Advance that also calls ahead with each timer fireAhead
+// places before it is due to fire, so that ahead can ask for what fire
+// will read for it (the entry of a state at the timer's key and
+// namespace). What ahead is given is a hint: fire may register or delete
+// timers in between, so a timer it was called with may not fire, and a
+// timer may fire that it was not called with. ahead must not write the
+// queue (nor anything else: it runs among the fires, which it must not
+// change); it may be nil.
+func (q *Queue) AdvanceAhead(upTo int64, ahead func(t Timer), fire func(t Timer, keyGroup int)) (fired int) {
 	if q.firing {
 		panic("timerqueue: Advance called from an Advance callback of the same queue")
 	}
@@ -276,6 +293,9 @@ func (q *Queue) Advance(upTo int64, fire func(t Timer, keyGroup int)) (fired int
 		for q.head < len(q.pend) {
 			if j := q.head + fireAhead; j < len(q.pend) {
 				prefetchBytes(q.pend[j].Key)
+			}
+			if j := q.head + aheadOfFire; ahead != nil && j < len(q.pend) {
+				ahead(q.pend[j].Key.timer())
 			}
 			e := q.pend[q.head]
 			q.pend[q.head] = cow.Entry[treeTimer, int]{} // hold no fired timer

@@ -637,3 +637,48 @@ func TestQueue_CallbackGrowsBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestQueue_AdvanceAhead: AdvanceAhead fires what Advance fires, and
+// calls ahead with each timer of a batch aheadOfFire places before it
+// fires (the first aheadOfFire of each batch are not announced).
+func TestQueue_AdvanceAhead(t *testing.T) {
+	for _, batch := range []int{2, 16, defaultBatch} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
+			build := func() *Queue {
+				q := New(cow.NewOwner())
+				q.batch = batch
+				for i := range 100 {
+					q.Register(Timer{int64(i % 7), fmt.Sprintf("k%03d", i), ""}, 0)
+				}
+				return q
+			}
+			var want fired
+			build().Advance(5, want.fire)
+
+			q := build()
+			var got fired
+			var announced []Timer
+			announcedAt := map[Timer]int{} // timer -> how many had fired when it was announced
+			q.AdvanceAhead(5, func(tm Timer) {
+				announced = append(announced, tm)
+				announcedAt[tm] = len(got)
+			}, got.fire)
+			if !slices.Equal(got, want) {
+				t.Fatalf("AdvanceAhead fired %v, Advance %v", got.timers(), want.timers())
+			}
+			if batch > aheadOfFire && len(announced) == 0 {
+				t.Fatalf("batches of %d: nothing announced", batch)
+			}
+			for i, tm := range got.timers() {
+				if at, ok := announcedAt[tm]; ok && at != i-aheadOfFire {
+					t.Fatalf("%+v fired %d-th, announced when %d had fired; want %d ahead", tm, i, at, aheadOfFire)
+				}
+			}
+			for _, tm := range announced {
+				if !slices.Contains(got.timers(), tm) {
+					t.Fatalf("announced %+v, which did not fire", tm)
+				}
+			}
+		})
+	}
+}

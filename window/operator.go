@@ -89,6 +89,7 @@ type windowState[K, IN, OUT any] interface {
 	AddCreating(key K, w TimeWindow, in IN) (created bool, err error)
 	AddEachCreating(keys []K, w TimeWindow, in func(i int) IN, added func(i int, created bool)) error
 	Pairs() iter.Seq2[K, TimeWindow]
+	PrefetchEncoded(key, w string)
 	Get(key K, w TimeWindow) (OUT, bool, error)
 	Clear(key K, w TimeWindow) error
 	Count() int
@@ -371,7 +372,11 @@ func (o *Operator[K, IN, OUT]) AdvanceWatermark(wm int64, emit func(key K, w Tim
 		fired++
 		return o.state.Clear(key, stateW)
 	}
-	_, err = o.timers.AdvanceWatermark(wm, fire)
+	if o.sessions != nil { // a session's state is under a window of its own
+		_, err = o.timers.AdvanceWatermark(wm, fire)
+	} else {
+		_, err = o.timers.AdvanceWatermarkReading(wm, o.state, fire)
+	}
 	return fired, err
 }
 
