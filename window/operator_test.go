@@ -557,3 +557,78 @@ func TestOperator_ElementRegistersADeletedEndTimerAgain(t *testing.T) {
 		t.Errorf("after the restore: emitted %q, want %q", got, want)
 	}
 }
+
+// AddEach of batches large enough that the timer tree and the state
+// outgrow the core's cache (where the state's entries are prefetched a
+// group at a time) leaves the same end timers registered and emits the
+// same counts as Add of each element, with some keys' timers deleted
+// between batches.
+func TestOperator_AddEachOfManyKeysMatchesAdd(t *testing.T) {
+	const keys, batch = 40_000, 1024
+	type run struct {
+		b  *cowstate.Backend
+		op *window.Operator[int64, int64, int64]
+	}
+	newRun := func() run {
+		b, err := cowstate.New(cowstate.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, err := window.Count[int64](b, "c", window.Sliding{Size: 20, Slide: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run{b, op}
+	}
+	one, each := newRun(), newRun()
+	key := func(i int) int64 { return int64(i*7919) % keys }
+	at := func(i int) (int64, int64) { return int64(i / (2 * keys) * 5), 1 }
+	const events = 3 * keys
+	for from := 0; from < events; from += batch {
+		to := min(from+batch, events)
+		ks := make([]int64, 0, batch)
+		for i := from; i < to; i++ {
+			ts, n := at(i)
+			if _, err := one.op.Add(key(i), ts, n); err != nil {
+				t.Fatal(err)
+			}
+			ks = append(ks, key(i))
+		}
+		if _, err := each.op.AddEach(ks, func(j int) (int64, int64) { return at(from + j) }); err != nil {
+			t.Fatal(err)
+		}
+		if from%(16*batch) == 0 { // purge a key's windows: later elements register them again
+			for _, r := range []run{one, each} {
+				window.DeleteEnd(r.op.Timers(), key(from), window.TimeWindow{Start: 0, End: 20})
+				window.DeleteEnd(r.op.Timers(), key(from), window.TimeWindow{Start: -10, End: 10})
+			}
+		}
+	}
+	timers := func(r run) []cowstate.Timer[int64, window.TimeWindow] {
+		snap := r.b.Snapshot()
+		defer snap.Release()
+		all, err := r.op.Timers().EventTimersAt(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Collect(all)
+	}
+	if got, want := timers(each), timers(one); !slices.Equal(got, want) {
+		t.Fatalf("AddEach registered %d end timers, Add %d", len(got), len(want))
+	} else if len(want) < 2*keys-100 {
+		t.Fatalf("%d end timers registered, want about %d: the tree is not large", len(want), 2*keys)
+	}
+	emitted := func(r run) map[string]int64 {
+		out := map[string]int64{}
+		if _, err := r.op.Flush(func(k int64, w window.TimeWindow, n int64) error {
+			out[fmt.Sprint(k, w)] = n
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got, want := emitted(each), emitted(one); !maps.Equal(got, want) {
+		t.Fatalf("AddEach emitted %d windows, Add %d", len(got), len(want))
+	}
+}
