@@ -148,10 +148,15 @@ type EncodedPrefetcher interface {
 // contents when its end timer fires): a few timers before each fires,
 // the state's entry for it is asked for (state.PrefetchEncoded), so that
 // the callback's read does not wait for memory. What fires, in what
-// order, and what the callback sees are AdvanceWatermark's.
+// order, and what the callback sees are AdvanceWatermark's; a nil state
+// asks for nothing.
 func (s *NamespacedTimerService[K, N]) AdvanceWatermarkReading(wm int64, state EncodedPrefetcher, fire func(key K, ns N, ts int64) error) (fired int, err error) {
 	s.watermark = max(s.watermark, wm)
-	return s.advance(s.event, wm, func(t timerqueue.Timer) { state.PrefetchEncoded(t.Key, t.Namespace) }, fire)
+	var ahead func(timerqueue.Timer)
+	if state != nil {
+		ahead = func(t timerqueue.Timer) { state.PrefetchEncoded(t.Key, t.Namespace) }
+	}
+	return s.advance(s.event, wm, ahead, fire)
 }
 
 // AdvanceProcessingTime fires the processing-time timers due at the clock's
