@@ -368,7 +368,10 @@ func (c *cells[K, N, C]) prefetchEncoded(key, ns string) {
 // without building the composite key.
 func locateEncoded(key, ns string) (uint64, keyClass) {
 	h := EntryHash(HashKey(readOnlyBytes(key)), readOnlyBytes(ns))
-	switch n := uvarintLen(len(key)) + len(key) + len(ns); {
+	// The composite key is the key's length (a uvarint: one byte below
+	// 128, and a key of 128 bytes or more is long either way), the key,
+	// the namespace.
+	switch n := 1 + len(key) + len(ns); {
 	case n == 9 && len(key) == 8:
 		return h, class8
 	case n <= key15Max:
@@ -377,15 +380,6 @@ func locateEncoded(key, ns string) (uint64, keyClass) {
 		return h, class31
 	}
 	return h, classLong
-}
-
-// uvarintLen is the length of the uvarint encoding of n.
-func uvarintLen(n int) int {
-	l := 1
-	for ; n >= 0x80; n >>= 7 {
-		l++
-	}
-	return l
 }
 
 // clear removes the cell of (key, ns).

@@ -248,8 +248,9 @@ func (q *Queue) Advance(upTo int64, fire func(t Timer, keyGroup int)) (fired int
 	return q.AdvanceAhead(upTo, nil, fire)
 }
 
-// AdvanceAhead is Advance that also calls ahead with each timer fireAhead
-// places before it is due to fire, so that ahead can ask for what fire
+// AdvanceAhead is Advance that also calls ahead with each timer
+// aheadOfFire places before it is due to fire (not the first aheadOfFire
+// timers of each batch the tree gives up), so that ahead can ask for what fire
 // will read for it (the entry of a state at the timer's key and
 // namespace). What ahead is given is a hint: fire may register or delete
 // timers in between, so a timer it was called with may not fire, and a

@@ -560,9 +560,9 @@ func TestOperator_ElementRegistersADeletedEndTimerAgain(t *testing.T) {
 
 // AddEach of batches large enough that the timer tree and the state
 // outgrow the core's cache (where the state's entries are prefetched a
-// group at a time) leaves the same end timers registered and emits the
-// same counts as Add of each element, with some keys' timers deleted
-// between batches.
+// group at a time, and ahead of the timers that fire) leaves the same end
+// timers registered and emits the same counts as Add of each element,
+// with some keys' timers deleted between batches.
 func TestOperator_AddEachOfManyKeysMatchesAdd(t *testing.T) {
 	const keys, batch = 40_000, 1024
 	type run struct {
