@@ -77,9 +77,6 @@ func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, k
 		return
 	}
 	m.owner.beginWrite()
-	if len(m.reuse.waiting) != 0 {
-		m.reuse.forget(m.owner) // all garbage with no capture live
-	}
 	e.val = v // no diff can need the bounds (leafSame)
 	m.owner.wroteAt(h)
 	m.verify("Set")
@@ -277,9 +274,6 @@ func (m *Map[K, V]) storeAt(p *Place[K, V], v V) {
 	default:
 		// No capture live at the Find, or the root leaf: no branch keeps
 		// bounds for the leaf.
-		if !p.rootLeaf && len(m.reuse.waiting) != 0 {
-			m.reuse.forget(m.owner) // all garbage with no capture live
-		}
 		e.val = v
 	}
 	m.owner.wroteAt(e.hash)

@@ -22,7 +22,13 @@ import (
 // into fresh memory is almost half of a put, and with reuse a put
 // allocates only its branch copies. With captures tens of milliseconds
 // apart (BenchmarkPutWhileWriting) reused memory is as cold as fresh
-// memory, and reuse neither helps nor costs.
+// memory, and reuse neither helps nor costs speed; with captures a
+// second apart, each copying a large share of a big map's leaves (a
+// checkpoint's), it saves memory: the originals one checkpoint retires are
+// what the next one's copies go into, where the collector would have
+// held them as garbage beside the fresh memory the copies took (mayKeep).
+// Retired leaves wait across intervals with no capture live for the
+// next copies, within a quarter of the map's entry bytes.
 //
 // # When a leaf may be reused
 //
@@ -90,14 +96,6 @@ func (r *leafReuse[K, V]) stop(o *Owner) {
 	*r = leafReuse[K, V]{off: true}
 }
 
-// forget lets the collector have the waiting leaves, when no capture is
-// live and all of them are garbage: with no capture, writes are in place
-// and make no copy that would take them up.
-func (r *leafReuse[K, V]) forget(o *Owner) {
-	o.waitingBytes -= r.waitingB
-	r.waiting, r.head, r.waitingB = nil, 0, 0
-}
-
 // memRange is the address range [lo, hi) of an array whose pieces are
 // leaves. Addresses only: it keeps nothing alive, and the collector does
 // not move heap memory.
@@ -160,25 +158,49 @@ const (
 	// larger ones (collision leaves) go to the collector.
 	reuseLeafCaps = 2 * mapLeafMax
 	// reuseMaxPerCap bounds the leaves a map keeps ready of each
-	// capacity. A capture every thousand writes at 1M entries retires
-	// about a thousand leaves (of a dozen capacities) per epoch, and needs
-	// as many. Each capacity has its own bound so that a surplus of one
-	// cannot crowd out another that runs short; a surplus goes to the
-	// collector. On top of it, a map keeps no more ready leaves than a
-	// sixteenth of its entries (a leaf holds 1.5 to 48): what waits for
-	// reuse stays small beside the map.
+	// capacity, or a 64th of its entries if that is more. A capture every
+	// thousand writes at 1M entries retires about a thousand leaves (of a
+	// dozen capacities) per epoch, and needs as many; a checkpoint every
+	// second at 10M entries retires a few hundred thousand. Each capacity
+	// has its own bound so that a surplus of one cannot crowd out another
+	// that runs short; a surplus goes to the collector. On top of it, a
+	// map keeps no more ready leaves than a sixteenth of its entries (a
+	// leaf holds 1.5 to 48).
 	reuseMaxPerCap = 512
 	// reusePromoteMax bounds the work of one promote: a copy retires one
 	// leaf, so the waiting list drains far faster than it fills.
 	reusePromoteMax = 256
 	// reuseBudget and waitingBudget bound the bytes all maps of one owner
-	// keep ready and waiting. Reuse pays because the memory a copy goes
-	// into is still in the CPU's caches; more than the caches hold is
-	// cold and only costs memory. Past the budget a leaf is left to the
-	// collector.
+	// keep ready and waiting, whatever their size: for small maps, where
+	// reuse pays because the memory a copy goes into is still in the
+	// CPU's caches. A map may keep more, up to reuseShare of its own
+	// entries' bytes, waiting and ready together: see retireLeaf.
 	reuseBudget   = 4 << 20
 	waitingBudget = 4 << 20
+	// reuseShare is the share of a map's entry bytes that its waiting and
+	// ready leaves may hold together, past the owner's budgets.
+	reuseShare = 4 // a quarter
 )
+
+// mayKeep reports whether a map of size entries may keep nb more bytes of
+// retired leaves (waiting, or ready when moved up from waiting), with the
+// owner's maps keeping have bytes against budget.
+//
+// Why a share of the map: a checkpoint's capture makes the writer copy
+// the leaves it writes until the checkpoint has read them, and the
+// originals it retires are free once the capture is released. Kept, they
+// are the memory the next checkpoint's copies go into; given to the
+// collector, they are garbage that stays in the heap until a collection
+// finds it, while the next copies take fresh memory. At 10M entries
+// checkpointed every second a checkpoint's copies are about 100 MB, and
+// the heap held 1.45-1.5 times what it holds with no checkpoints when
+// every original went to the collector (BenchmarkJob, heap-peak-MB;
+// decision 0053). What is kept is bounded by the map's size, so a job
+// that stops checkpointing holds at most a quarter of its entries' bytes
+// for the next capture.
+func (r *leafReuse[K, V]) mayKeep(nb, have, budget, size int) bool {
+	return have+nb <= budget || r.waitingB+r.bytes+nb <= size*int(unsafe.Sizeof(mapEntry[K, V]{}))/reuseShare
+}
 
 // retireLeaf records that the leaf of slot s left the live tree now.
 func (m *Map[K, V]) retireLeaf(s mapSlot[K, V]) {
@@ -187,7 +209,7 @@ func (m *Map[K, V]) retireLeaf(s mapSlot[K, V]) {
 		return
 	}
 	nb := int(s.c) * int(unsafe.Sizeof(mapEntry[K, V]{}))
-	if o.waitingBytes+nb > waitingBudget {
+	if !r.mayKeep(nb, o.waitingBytes, waitingBudget, m.len) {
 		return
 	}
 	o.waitingBytes += nb
@@ -205,6 +227,7 @@ func (r *leafReuse[K, V]) promote(o *Owner, size int) {
 	}
 	oldest := o.oldestLive()
 	maxReady := size/16 + 4
+	maxPerCap := max(reuseMaxPerCap, size/64)
 	entryBytes := int(unsafe.Sizeof(mapEntry[K, V]{}))
 	for end := min(len(r.waiting), r.head+reusePromoteMax); r.head < end; {
 		n := r.waiting[r.head]
@@ -216,7 +239,7 @@ func (r *leafReuse[K, V]) promote(o *Owner, size int) {
 		nb := int(n.c) * entryBytes
 		r.waitingB -= nb
 		o.waitingBytes -= nb
-		if len(r.ready[n.c]) < reuseMaxPerCap && r.nReady < maxReady && o.reuseBytes+nb <= reuseBudget {
+		if len(r.ready[n.c]) < maxPerCap && r.nReady < maxReady && r.mayKeep(nb, o.reuseBytes, reuseBudget, size) {
 			r.ready[n.c] = append(r.ready[n.c], n.p)
 			r.nReady++
 			r.bytes += nb

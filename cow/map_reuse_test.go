@@ -85,6 +85,75 @@ func TestMap_ReusesRetiredLeaves(t *testing.T) {
 	s.Release()
 }
 
+// TestMap_ReusesLeavesAcrossIdleIntervals is a job checkpointing at
+// intervals: a capture is taken, writes copy thousands of its leaves
+// while the capture is live, the capture
+// is released, and more writes follow with none live. The leaves one
+// interval's copies retired are the memory the next interval's copies go
+// into, across the writes with no capture in between: of an interval's
+// thousands of leaf copies, only the branch copies and the capture
+// allocate. The live map keeps its contents.
+func TestMap_ReusesLeavesAcrossIdleIntervals(t *testing.T) {
+	defer invariants.Suspend()() // a self-check would count as an allocation
+	n := 200_000
+	if invariants.Exhaustive {
+		n = 2_000 // every write runs Check: contents only
+	}
+	m, model := identityMap(n)
+	r := rand.New(rand.NewPCG(5, 6))
+	set := func(writes int) {
+		for range writes {
+			k, v := r.IntN(n), r.Int()
+			m.Set(k, v)
+			model[k] = v
+		}
+	}
+	interval := func() {
+		s := m.Snapshot()
+		set(n / 32)
+		s.Release()
+		set(n / 100) // with no capture live: in place
+	}
+	interval()
+	interval()
+	if !invariants.Exhaustive {
+		// About 5.7K of the 32K leaves are copied an interval, and the
+		// 1.1K branches above them.
+		if allocs := testing.AllocsPerRun(3, interval); allocs > 2_000 {
+			t.Fatalf("an interval of %d writes under a capture allocated %v times; want its leaf copies in the leaves the interval before retired", n/32, allocs)
+		}
+	}
+	if got := mapContents(t, m.All()); !maps.Equal(got, model) {
+		t.Fatal("live map differs from model")
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLeafReuse_MayKeepAShareOfTheMap: past the owner's budget, a map
+// keeps retired leaves (waiting and ready together) up to a quarter of
+// its entries' bytes, and no more.
+func TestLeafReuse_MayKeepAShareOfTheMap(t *testing.T) {
+	var r leafReuse[int, int]
+	entry := int(unsafe.Sizeof(mapEntry[int, int]{}))
+	size := 1 << 20
+	share := size * entry / reuseShare
+	if !r.mayKeep(64, 0, waitingBudget, 16) {
+		t.Fatal("refused what the owner's budget has room for")
+	}
+	r.waitingB, r.bytes = share/2, share/2-64
+	if !r.mayKeep(64, waitingBudget, waitingBudget, size) {
+		t.Fatal("refused the last bytes of the map's share")
+	}
+	if r.mayKeep(65, waitingBudget, waitingBudget, size) {
+		t.Fatal("kept more than the map's share with the owner's budget spent")
+	}
+	if r.mayKeep(64, waitingBudget, waitingBudget, size/2) {
+		t.Fatal("kept more than a smaller map's share")
+	}
+}
+
 // TestMap_CursorDoesNotReuse drives a Map as a cursor over a root stored
 // elsewhere, as a nested map state does: a write whose result is thrown
 // away leaves the stored root reaching the nodes the write replaced, so
