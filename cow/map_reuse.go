@@ -174,7 +174,7 @@ const (
 	// keep ready and waiting, whatever their size: for small maps, where
 	// reuse pays because the memory a copy goes into is still in the
 	// CPU's caches. A map may keep more, up to reuseShare of its own
-	// entries' bytes, waiting and ready together: see retireLeaf.
+	// entries' bytes, waiting and ready together: see mayKeep.
 	reuseBudget   = 4 << 20
 	waitingBudget = 4 << 20
 	// reuseShare is the share of a map's entry bytes that its waiting and
