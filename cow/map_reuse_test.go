@@ -87,8 +87,8 @@ func TestMap_ReusesRetiredLeaves(t *testing.T) {
 
 // TestMap_ReusesLeavesAcrossIdleIntervals is a job checkpointing at
 // intervals: a capture is taken, writes copy thousands of its leaves
-// while the capture is live, the capture
-// is released, and more writes follow with none live. The leaves one
+// while the capture is live, the capture is released, and more writes
+// follow with none live. The leaves one
 // interval's copies retired are the memory the next interval's copies go
 // into, across the writes with no capture in between: of an interval's
 // thousands of leaf copies, only the branch copies and the capture
