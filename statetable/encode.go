@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -95,8 +96,13 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 	cc := &c.cell
 	var order []int // a run of equal hashes, sorted by key
 	if v.k8.Len() > 0 {
+		words := littleEndian && cc.fixed.w == 8
 		v.k8.ScanLeaves(lo, hi, func(ents []cow.MapEntry[uint64, C]) bool {
 			n += len(ents)
+			if words && distinctHashes(ents) {
+				dst = appendLeaf8(dst, ents, cc.fixed.flip)
+				return true
+			}
 			for i := 0; i < len(ents); i++ {
 				if i+1 == len(ents) || ents[i+1].Hash != ents[i].Hash {
 					k := key15Of8(ents[i].Key)
@@ -130,6 +136,44 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 		return true
 	})
 	return dst, n
+}
+
+// distinctHashes reports whether no two neighbours of a leaf share their
+// hash (keys whose 40-bit hashes collide, which a file orders by key).
+func distinctHashes[K comparable, C any](ents []cow.MapEntry[K, C]) bool {
+	for i := 1; i < len(ents); i++ {
+		if ents[i].Hash == ents[i-1].Hash {
+			return false
+		}
+	}
+	return true
+}
+
+// entry8Len is the bytes of an entry of an 8-byte key and an 8-byte
+// fixed-width cell in a file: the key blob (length 9, the composite key's
+// length byte 8, the key) and the cell blob (length 8, the cell).
+const entry8Len = 1 + 1 + 8 + 1 + 8
+
+// appendLeaf8 appends the entries of a key8 map's leaf whose cells are
+// 8 bytes wide with a fixed-width codec (flip its fixedInt's flip), on a
+// little-endian machine: each entry is three overlapping word stores,
+// built in registers from the key and the cell, where appendEntry15 makes
+// a 16-byte copy, a length read and a cell encode. The snapshot write of a
+// 10M-key count state spends about a third of its time encoding entries
+// (BenchmarkSnapshotWrite, size=10000000).
+func appendLeaf8[C any](dst []byte, ents []cow.MapEntry[uint64, C], flip uint64) []byte {
+	l := len(dst)
+	dst = slices.Grow(dst, len(ents)*entry8Len+5) // the last entry's third word
+	b := dst[l : l+len(ents)*entry8Len+5]
+	for i := range ents {
+		k := ents[i].Key
+		c := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&ents[i].Val)) ^ flip)
+		e := b[i*entry8Len : i*entry8Len+24]
+		binary.LittleEndian.PutUint64(e[0:], 9|8<<8|k<<16)
+		binary.LittleEndian.PutUint64(e[8:], k>>48|8<<16|c<<24)
+		binary.LittleEndian.PutUint64(e[16:], c>>40)
+	}
+	return dst[:l+len(ents)*entry8Len]
 }
 
 // equalHashRun returns the end of the run of entries from ents[i] that

@@ -26,11 +26,17 @@ func collidingShortNamespaces(n int) []string {
 	}
 }
 
+// collidingInt64Keys are two int64 keys whose entry hashes in the void
+// namespace are equal (their key hashes share the 40 bits an entry hash
+// keeps): the key8 map holds them in insertion order, a file in key order.
+var collidingInt64Keys = [2]int64{1346127, 1177662}
+
 // TestAppendKeyGroupEntries: the encoding appended per key group is the
 // blobs of what KeyGroupEntries yields, byte for byte: for inline keys of
 // up to 15 bytes (the leaf loop) with colliding entry hashes written in
-// random order and cells of every length class, and for states with
-// longer keys.
+// random order and cells of every length class, for 8-byte keys with
+// 8-byte fixed-width cells (the word loop of appendLeaf8) with a colliding
+// pair among them and with 4-byte cells, and for states with longer keys.
 func TestAppendKeyGroupEntries(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	nss := collidingShortNamespaces(3)
@@ -41,6 +47,22 @@ func TestAppendKeyGroupEntries(t *testing.T) {
 	short, _ := NewValue(tb, "short", String, String, Int64, 0)
 	cells, _ := NewValue(tb, "cells", Int64, Void, String, "")
 	mixed, _ := NewValue(tb, "mixed", String, String, Int64, 0)
+	counts, _ := NewValue(tb, "counts", Int64, Void, Int64, 0)
+	recounts, _ := NewValue(tb, "recounts", Int64, Void, Int64, 0)
+	narrow, _ := NewValue(tb, "narrow", Int64, Void, Int32, 0)
+	key := func(k int64) []byte { return Int64.Append(nil, k) }
+	if a, b := collidingInt64Keys[0], collidingInt64Keys[1]; EntryHash(HashKey(key(a)), nil) != EntryHash(HashKey(key(b)), nil) {
+		t.Fatalf("keys %d and %d: entry hashes differ; the test needs a colliding pair", a, b)
+	}
+	for i, k := range collidingInt64Keys { // both orders of insertion
+		counts.Put(k, VoidNamespace{}, k)
+		recounts.Put(collidingInt64Keys[1-i], VoidNamespace{}, k)
+	}
+	for range 5000 {
+		k := int64(rng.Uint64())
+		counts.Put(k, VoidNamespace{}, -k)
+		narrow.Put(k, VoidNamespace{}, int32(k))
+	}
 	for _, i := range rng.Perm(3000) {
 		k := fmt.Sprint(i % 1000)
 		short.Put(k, nss[i%3], int64(i))
@@ -54,7 +76,7 @@ func TestAppendKeyGroupEntries(t *testing.T) {
 	}
 	snap := tb.View(tb.Owner().Capture())
 	defer snap.Capture().Release()
-	for _, name := range []string{"short", "cells", "mixed"} {
+	for _, name := range []string{"short", "cells", "mixed", "counts", "recounts", "narrow"} {
 		for g := range 8 {
 			var want []byte
 			wantN := 0
