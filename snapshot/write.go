@@ -126,8 +126,10 @@ func Write(ctx context.Context, w io.Writer, src Source, prog *Progress) error {
 
 	// A section goes out in pieces, each record's head and then its
 	// entries as the source appended them, checksummed as it goes: the
-	// entries, most of a file's bytes, are not copied again to sit behind
-	// their head (BenchmarkSnapshotWrite).
+	// entries, most of a file's bytes, are not copied again into a second
+	// buffer of a key group's size to sit behind their head. That saves a
+	// pass over the bytes and the buffer; BenchmarkSnapshotWrite at 10M
+	// keys moves within its noise (medians 170 -> 162 ms, decision 0054).
 	var index, head, entries []byte
 	sum := xxhash.New()
 	sections := 0
