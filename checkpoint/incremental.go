@@ -52,18 +52,21 @@ func (s *Store) writeIncremental(ctx context.Context, cp *Checkpoint, base *chec
 		// xxhash64 as it is read, and each section against its own.
 		keep := len(chain) - k
 		rs := make([]*delta.Reader, 0, k+1)
+		total := int64(len(file)) // the merge is at most as big as its inputs
 		for _, seg := range chain[keep:] {
 			r, err := openDelta(ctx, s.st, seg, nil)
 			if err != nil {
 				return nil, fmt.Errorf("merge of the chain of checkpoint %d: %w", base.manifest.ID, err)
 			}
 			rs = append(rs, r)
+			total += r.Size()
 		}
-		r, err := delta.Open(bytes.NewReader(file), int64(len(file)))
+		r, err := delta.OpenBytes(file)
 		if err != nil {
 			return nil, fmt.Errorf("%w: checkpoint %d: reading back its delta: %w", ErrCorrupt, cp.id, err)
 		}
 		var merged bytes.Buffer
+		merged.Grow(int(total))
 		if err := delta.MergeFiles(ctx, &merged, append(rs, r)...); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

@@ -254,7 +254,7 @@ func openDelta(ctx context.Context, st Storage, s Segment, fetched *atomic.Int64
 	if err != nil {
 		return nil, err
 	}
-	r, err := delta.Open(bytes.NewReader(b), int64(len(b)))
+	r, err := delta.OpenBytes(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: segment %s: %w", ErrCorrupt, s.Name, err)
 	}

@@ -1,13 +1,14 @@
 package delta
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
-	"strings"
-	"unsafe"
 
 	"github.com/cowstate/cowstate/internal/fileformat"
 )
@@ -56,166 +57,289 @@ func MergeFiles(ctx context.Context, w io.Writer, chain ...*Reader) error {
 	groups = slices.Compact(groups)
 
 	ix := indexesOf(out)
-	var m groupMerger
-	sections := make(map[int][]byte, len(groups))
+	// A file's state records number its states by its own metadata; the
+	// merged delta by the newest file's.
+	states := make([][]int, len(chain))
+	for i, r := range chain {
+		states[i] = make([]int, len(r.meta.States))
+		for j, info := range r.meta.States {
+			states[i][j] = ix.states[info.Name] // there: sameEncoding
+		}
+	}
+	m := groupMerger{names: sortedStates(out), states: make([][]mergeEntry, len(ix.states)), file: make([][]mergeEntry, len(ix.states))}
+	// The merged sections, one after another, all built before the first
+	// byte is written: a corrupt section fails the merge with nothing
+	// written.
+	var body []byte
+	ends := make([]int, 0, len(groups))
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		m.reset()
+		what := sectionName(g)
 		for i, r := range chain {
 			e, ok := index[i][g]
 			if !ok {
 				continue
 			}
-			if err := m.add(r, e); err != nil {
+			if err := m.add(r, states[i], e, what); err != nil {
 				return err
 			}
 		}
-		sec, _, err := encodeSection(m.states, m.timers, ix)
-		if err != nil {
+		var err error
+		if body, err = m.appendSection(body, ix); err != nil {
 			return fmt.Errorf("merge of deltas %d->%d, key group %d: %w", out.Base, out.Target, g, err)
 		}
-		sections[g] = sec
+		ends = append(ends, len(body))
 	}
-	return writeSections(ctx, w, out, groups, func(g int) ([]byte, int, error) { return sections[g], 0, nil }, nil)
+	next, from := 0, 0
+	return writeSections(ctx, w, out, groups, func(int) ([]byte, int, error) {
+		sec := body[from:ends[next]]
+		from, next = ends[next], next+1
+		return sec, 0, nil
+	}, nil)
 }
 
-// keyedOp is one entry change of a section: its composite key and op.
-type keyedOp struct {
-	ck string
-	op entryOp
+// mergeEntry is one entry change of a section as the merge holds it: where
+// its bytes are, not their decoded op, so that the merge moves 32 bytes
+// with no pointers per entry and writes an entry it keeps by copying its
+// bytes. Two entries' keys mostly compare by their prefixes, without
+// reading the sections. Once an entry is in a run its bytes are canonical
+// (as Write encodes its op), so it starts at key-1-uvarintLen(keyLen).
+type mergeEntry struct {
+	key    int    // offset of the composite key in its buffer
+	end    int    // offset past the entry
+	prefix uint64 // the key's first 8 bytes, big-endian, zero-padded
+	keyLen uint32 // the composite key's length
+	buf    uint16 // the buffer: groupMerger.bufs[buf]
+	recode bool   // its bytes are not canonical: decode and encode it again
 }
-
-func compareKeyed(a, b keyedOp) int { return strings.Compare(a.ck, b.ck) }
 
 // groupMerger merges one key group's sections, file by file, oldest
-// first: per state, the merged entries so far sorted by key; the timers,
-// the newest change of each winning.
+// first: per state (numbered as the merged delta's metadata numbers
+// them), the merged entries so far sorted by key; the timers, the newest
+// change of each winning. Entries point into bufs: bufs[0] is the
+// merger's own (entries encoded again: composed patches, and entries not
+// written canonically), then the sections added, which it never modifies.
 //
 // The runs' arrays are kept from group to group (free): a merge's cost is
 // then the entries it copies, not the allocation and zeroing of arrays of
 // them.
 type groupMerger struct {
-	states map[string][]keyedOp
-	timers map[timerKey]bool
-	file   map[string][]keyedOp // the file being added, by state
-	free   [][]keyedOp          // arrays for runs, emptied
-	order  []int32              // scratch of sortRun
+	names   []string // the merged delta's states, by number
+	bufs    [][]byte
+	states  [][]mergeEntry // the entries so far, by state
+	file    [][]mergeEntry // the file being added, by state
+	touched []int          // the states of the file being added
+	timers  map[timerKey]bool
+	free    [][]mergeEntry // arrays for runs, emptied
 }
 
+// maxMergeBufs bounds the sections one key group's merge reads (entries
+// name their buffer in a uint16).
+const maxMergeBufs = 1<<16 - 1
+
 func (m *groupMerger) reset() {
-	if m.states == nil {
-		m.states, m.timers, m.file = map[string][]keyedOp{}, map[timerKey]bool{}, map[string][]keyedOp{}
+	if m.timers == nil {
+		m.timers, m.bufs = map[timerKey]bool{}, make([][]byte, 1, 8)
 	}
-	for _, ops := range m.states {
+	for s, ops := range m.states {
 		m.release(ops)
+		m.states[s] = nil
 	}
-	clear(m.states)
 	clear(m.timers)
+	m.bufs = append(m.bufs[:0], m.bufs[0][:0])
+	clear(m.bufs[1:cap(m.bufs)]) // let the sections go
 }
 
 // run returns an empty array for a run, of some capacity.
-func (m *groupMerger) run() []keyedOp {
+func (m *groupMerger) run() []mergeEntry {
 	if n := len(m.free); n > 0 {
 		ops := m.free[n-1]
 		m.free = m.free[:n-1]
 		return ops
 	}
-	return make([]keyedOp, 0, 64)
+	return make([]mergeEntry, 0, 64)
 }
 
 // release gives the array of a run no longer used back for reuse.
-func (m *groupMerger) release(ops []keyedOp) {
+func (m *groupMerger) release(ops []mergeEntry) {
 	if cap(ops) > 0 {
 		m.free = append(m.free, ops[:0])
 	}
 }
 
-// add merges the section of index entry e of r into the group: r's
-// changes follow those added before.
-func (m *groupMerger) add(r *Reader, e fileformat.Section) error {
-	clear(m.file)
-	// The entries of a state record come one after another: look the
-	// state's run up when the state changes, not for every entry.
-	var (
-		curState string
-		cur      []keyedOp
-	)
-	flush := func() {
-		if cur != nil {
-			m.file[curState] = cur
+// keyOf returns e's composite key.
+func (m *groupMerger) keyOf(e mergeEntry) []byte {
+	return m.bufs[e.buf][e.key : e.key+int(e.keyLen)]
+}
+
+// bytesOf returns e's bytes, which are canonical.
+func (m *groupMerger) bytesOf(e mergeEntry) []byte {
+	return m.bufs[e.buf][e.key-1-uvarintLen(uint64(e.keyLen)) : e.end]
+}
+
+// compare orders two entries by key.
+func (m *groupMerger) compare(a, b *mergeEntry) int {
+	if a.prefix != b.prefix {
+		if a.prefix < b.prefix {
+			return -1
 		}
+		return 1
 	}
-	err := r.decodeSection(e, func(state string, ck []byte, op entryOp) {
-		// ck aliases the section's buffer, which nothing writes.
-		if cur == nil || state != curState {
-			flush()
-			curState = state
-			if cur = m.file[state]; cur == nil {
-				cur = m.run()
-			}
-		}
-		cur = append(cur, keyedOp{unsafe.String(unsafe.SliceData(ck), len(ck)), op})
-	}, func(t timerKey, present bool) {
-		m.timers[t] = present
-	})
-	flush()
+	return m.compareKeys(a, b)
+}
+
+// compareKeys orders two entries of equal prefixes by key.
+func (m *groupMerger) compareKeys(a, b *mergeEntry) int {
+	return bytes.Compare(m.keyOf(*a), m.keyOf(*b))
+}
+
+// byKey orders two entries by key, and entries of equal keys by their
+// offset.
+func (m *groupMerger) byKey(a, b mergeEntry) int {
+	return cmp.Or(m.compare(&a, &b), cmp.Compare(a.key, b.key))
+}
+
+// prefixOf returns a key's first 8 bytes as a big-endian number, zero-padded:
+// keys whose prefixes differ compare as their prefixes do.
+func prefixOf(ck []byte) uint64 {
+	if len(ck) >= 8 {
+		return binary.BigEndian.Uint64(ck)
+	}
+	var p uint64
+	for i, c := range ck {
+		p |= uint64(c) << (56 - 8*i)
+	}
+	return p
+}
+
+// add merges the section of index entry e of r (named what in errors)
+// into the group: r's changes follow those added before. states maps r's
+// state positions to the merged delta's.
+func (m *groupMerger) add(r *Reader, states []int, e fileformat.Section, what string) error {
+	if len(m.bufs) == maxMergeBufs {
+		return fmt.Errorf("%w: merge of more than %d deltas", ErrMismatch, maxMergeBufs-1)
+	}
+	b, err := r.sectionBytes(e, what)
 	if err != nil {
 		return err
 	}
-	for state, ops := range m.file {
-		// Sort a run written in hash order (WriteDiff); of equal keys in
-		// one file, the later one stands, as in Read.
-		if !slices.IsSortedFunc(ops, compareKeyed) {
-			ops = m.sortRun(ops)
+	buf := uint16(len(m.bufs))
+	m.bufs = append(m.bufs, b)
+	m.touched = m.touched[:0]
+	err = r.decodeRecords(e, b, what, func(i, n int, d *fileformat.Decoder) error {
+		s := states[i]
+		run := m.file[s]
+		if run == nil {
+			run = m.run()
+			m.touched = append(m.touched, s)
 		}
-		ops = dedupeLast(ops)
-		prev, ok := m.states[state]
-		if !ok {
-			m.states[state] = ops
+		for range n {
+			at := d.Off
+			// Most entries are puts and deletes whose key and cell are
+			// shorter than 128 bytes (lengths in one byte, so canonical):
+			// read those directly.
+			if at+2 <= len(b) && b[at+1] < 0x80 {
+				kind, key := b[at], at+2
+				end := key + int(b[at+1])
+				switch {
+				case kind == opDelete && end <= len(b):
+				case kind == opPut && end < len(b) && b[end] < 0x80 && end+1+int(b[end]) <= len(b):
+					end += 1 + int(b[end])
+				default:
+					end = -1
+				}
+				if end >= 0 {
+					ck := b[key : at+2+int(b[at+1])]
+					run = append(run, mergeEntry{key: key, end: end, prefix: prefixOf(ck), keyLen: uint32(len(ck)), buf: buf})
+					d.Off = end
+					continue
+				}
+			}
+			kind := d.Byte()
+			ck := d.Bytes()
+			key := d.Off - len(ck)
+			canonical := 1 + uvarintLen(uint64(len(ck))) + len(ck)
+			switch kind {
+			case opDelete:
+			case opPut:
+				cell := d.Bytes()
+				canonical += uvarintLen(uint64(len(cell))) + len(cell)
+			case opPatch, opPutPatch:
+				if kind == opPutPatch {
+					d.Bytes()
+				}
+				np := d.Count(d.Left()/2 + 1)
+				for range np {
+					if deleted := d.Byte(); deleted != 1 {
+						d.Bytes()
+					}
+					d.Bytes()
+				}
+				canonical = -1 // parts must be in key order, each once: encode it again
+			default:
+				d.Fail("entry op %d", kind)
+			}
+			if d.Err != nil {
+				break
+			}
+			if uint64(len(ck)) > 1<<32-1 {
+				d.Fail("composite key of %d bytes", len(ck))
+				break
+			}
+			run = append(run, mergeEntry{key: key, end: d.Off, prefix: prefixOf(ck), keyLen: uint32(len(ck)), buf: buf, recode: canonical != d.Off-at})
+		}
+		m.file[s] = run
+		return d.Err
+	}, func(t timerKey, present bool) {
+		m.timers[t] = present
+	})
+	if err != nil {
+		for _, s := range m.touched {
+			m.release(m.file[s])
+			m.file[s] = nil
+		}
+		return err
+	}
+	for _, s := range m.touched {
+		ops := m.file[s]
+		m.file[s] = nil
+		// Sort a run written in hash order (WriteDiff); of equal keys in
+		// one file, the later one stands, as in Read: the entries of one
+		// section lie in file order in one buffer, so the key's offset
+		// breaks ties.
+		if !slices.IsSortedFunc(ops, m.byKey) {
+			slices.SortFunc(ops, m.byKey)
+		}
+		ops = m.dedupeLast(ops)
+		for k := range ops {
+			if ops[k].recode {
+				ops[k] = m.recode(ops[k])
+			}
+		}
+		prev := m.states[s]
+		if prev == nil {
+			m.states[s] = ops
 			continue
 		}
-		merged, err := mergeRuns(m.run(), prev, ops)
+		merged, err := m.mergeRuns(m.run(), prev, ops)
 		if err != nil {
-			return fmt.Errorf("delta %d->%d, state %q, key group %d: %w", r.base, r.target, state, e.Group, err)
+			return fmt.Errorf("delta %d->%d, state %q, key group %d: %w", r.base, r.target, m.names[s], e.Group, err)
 		}
 		m.release(prev)
 		m.release(ops)
-		m.states[state] = merged
+		m.states[s] = merged
 	}
 	return nil
 }
 
-// sortRun returns ops sorted by key, equal keys in the order they came
-// (dedupeLast then keeps the later), in an array of m's; ops's array goes
-// back to m. It sorts the entries' indexes by key and index, then moves
-// each entry once: a stable sort of the 56-byte entries themselves
-// (insertion sorts and in-place merges, O(n log² n) moves) was most of a
-// merge's time, and with back-to-back checkpoints of 1M keys the store
-// committed 515-782 of them in 8 s against 950-958 with an unstable sort
-// (BenchmarkCheckpointCadence, every=busy; AMD EPYC).
-func (m *groupMerger) sortRun(ops []keyedOp) []keyedOp {
-	m.order = m.order[:0]
-	for i := range ops {
-		m.order = append(m.order, int32(i))
-	}
-	slices.SortFunc(m.order, func(a, b int32) int {
-		return cmp.Or(strings.Compare(ops[a].ck, ops[b].ck), cmp.Compare(a, b))
-	})
-	sorted := m.run()
-	for _, i := range m.order {
-		sorted = append(sorted, ops[i])
-	}
-	m.release(ops)
-	return sorted
-}
-
 // dedupeLast keeps the last of each run of equal keys in sorted ops.
-func dedupeLast(ops []keyedOp) []keyedOp {
+func (m *groupMerger) dedupeLast(ops []mergeEntry) []mergeEntry {
 	out := ops[:0]
 	for i := range ops {
-		if i+1 < len(ops) && ops[i].ck == ops[i+1].ck {
+		if i+1 < len(ops) && m.compare(&ops[i], &ops[i+1]) == 0 {
 			continue
 		}
 		out = append(out, ops[i])
@@ -223,29 +347,161 @@ func dedupeLast(ops []keyedOp) []keyedOp {
 	return out
 }
 
+// decode returns e's composite key and op, aliasing e's buffer.
+func (m *groupMerger) decode(e mergeEntry) ([]byte, entryOp) {
+	at := e.key - 1 - uvarintLen(uint64(e.keyLen))
+	if e.recode {
+		// The op byte and key length are before the key; the length's
+		// encoding need not be the shortest.
+		at = e.key - 1
+		for at > 0 && m.bufs[e.buf][at-1] >= 0x80 {
+			at--
+		}
+		at--
+	}
+	d := fileformat.Decoder{B: m.bufs[e.buf][:e.end], Off: at}
+	return decodeOp(&d) // read once already: no error
+}
+
+// encode appends op with composite key ck to bufs[0], canonically, and
+// returns it as an entry.
+func (m *groupMerger) encode(ck []byte, op *entryOp) mergeEntry {
+	at := len(m.bufs[0])
+	m.bufs[0] = appendEntry(m.bufs[0], op.kind(), ck, op.cell, op.partList())
+	return mergeEntry{key: at + 1 + uvarintLen(uint64(len(ck))), end: len(m.bufs[0]), prefix: prefixOf(ck), keyLen: uint32(len(ck))}
+}
+
+// recode returns e encoded again, canonically, in bufs[0].
+func (m *groupMerger) recode(e mergeEntry) mergeEntry {
+	ck, op := m.decode(e)
+	return m.encode(ck, &op)
+}
+
+// opOf returns the op code e was written with.
+func (m *groupMerger) opOf(e mergeEntry) byte {
+	return m.bufs[e.buf][e.key-1-uvarintLen(uint64(e.keyLen))]
+}
+
+// compose returns the net effect of a then b on one entry (see compose):
+// b itself when it puts or deletes, else the two composed and encoded in
+// bufs[0].
+func (m *groupMerger) compose(a, b mergeEntry) (mergeEntry, error) {
+	switch m.opOf(b) {
+	case opPut, opDelete, opPutPatch:
+		return b, nil
+	}
+	if m.opOf(a) == opDelete {
+		return mergeEntry{}, fmt.Errorf("%w: a patch of a deleted entry", ErrWrongBase)
+	}
+	ck, aop := m.decode(a)
+	_, bop := m.decode(b)
+	op, err := compose(&aop, &bop)
+	if err != nil {
+		return mergeEntry{}, err
+	}
+	return m.encode(ck, op), nil
+}
+
 // mergeRuns appends to dst the merge of two sorted runs of distinct keys,
-// older a and newer b, composing the ops of a key in both.
-func mergeRuns(dst, a, b []keyedOp) ([]keyedOp, error) {
+// older a and newer b, composing the ops of a key in both. Once one run
+// has given gallopAfter entries in a row it gallops (see gallop) to the
+// end of its entries before the other's next and copies them at once:
+// merging a few new entries into a big older run costs about their
+// searches and a copy of the rest, and runs that interleave finely cost a
+// compare an entry.
+func (m *groupMerger) mergeRuns(dst, a, b []mergeEntry) ([]mergeEntry, error) {
 	dst = slices.Grow(dst, len(a)+len(b))
-	i, j := 0, 0
+	i, j, streak := 0, 0, 0 // streak > 0: a's entries in a row, < 0: b's
 	for i < len(a) && j < len(b) {
-		switch c := strings.Compare(a[i].ck, b[j].ck); {
+		switch c := m.compare(&a[i], &b[j]); {
 		case c < 0:
-			dst = append(dst, a[i])
-			i++
+			if streak = max(streak, 0) + 1; streak < gallopAfter {
+				dst = append(dst, a[i])
+				i++
+				continue
+			}
+			k := m.gallop(a, i+1, &b[j])
+			dst = append(dst, a[i:k]...)
+			i, streak = k, 0
 		case c > 0:
-			dst = append(dst, b[j])
-			j++
+			if streak = min(streak, 0) - 1; streak > -gallopAfter {
+				dst = append(dst, b[j])
+				j++
+				continue
+			}
+			k := m.gallop(b, j+1, &a[i])
+			dst = append(dst, b[j:k]...)
+			j, streak = k, 0
 		default:
-			op, err := compose(&a[i].op, &b[j].op)
+			e, err := m.compose(a[i], b[j])
 			if err != nil {
 				return nil, err
 			}
-			dst = append(dst, keyedOp{b[j].ck, *op})
-			i++
-			j++
+			dst = append(dst, e)
+			i, j, streak = i+1, j+1, 0
 		}
 	}
 	dst = append(dst, a[i:]...)
 	return append(dst, b[j:]...), nil
+}
+
+// gallopAfter is how many entries in a row one run gives a merge before
+// it gallops.
+const gallopAfter = 8
+
+// gallop returns the first index at or after from of sorted run whose key
+// is not below x's: it probes from, from+1, from+3, from+7, ... then searches
+// the last step by halves, so a short step costs a compare or two and a
+// long one about twice its logarithm.
+func (m *groupMerger) gallop(run []mergeEntry, from int, x *mergeEntry) int {
+	lo, step := from, 1
+	hi := lo
+	for hi < len(run) && m.compare(&run[hi], x) < 0 {
+		lo = hi + 1
+		hi += step
+		step *= 2
+	}
+	hi = min(hi, len(run))
+	for lo < hi { // run[lo-1] < x, run[hi] >= x or hi = len(run)
+		mid := int(uint(lo+hi) >> 1)
+		if m.compare(&run[mid], x) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// appendSection appends the key group's merged section to sec: each
+// state's entries as one state record (their bytes copied as they are,
+// entries that lie one after another in a buffer at once), then the
+// timers, then the end tag.
+func (m *groupMerger) appendSection(sec []byte, ix indexes) ([]byte, error) {
+	for s, ops := range m.states {
+		if len(ops) == 0 {
+			continue
+		}
+		sec = append(sec, tagState)
+		sec = binary.AppendUvarint(sec, uint64(s))
+		sec = binary.AppendUvarint(sec, uint64(len(ops)))
+		for k := 0; k < len(ops); {
+			e := ops[k]
+			from, to := e.key-1-uvarintLen(uint64(e.keyLen)), e.end
+			for k++; k < len(ops) && ops[k].buf == e.buf && ops[k].key-1-uvarintLen(uint64(ops[k].keyLen)) == to; k++ {
+				to = ops[k].end
+			}
+			sec = append(sec, m.bufs[e.buf][from:to]...)
+		}
+	}
+	sec, _, err := appendTimerChanges(sec, m.timers, ix)
+	if err != nil {
+		return nil, err
+	}
+	return append(sec, tagEnd), nil
+}
+
+// uvarintLen returns the length of v's uvarint encoding.
+func uvarintLen(v uint64) int {
+	return (bits.Len64(v|1) + 6) / 7
 }

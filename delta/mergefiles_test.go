@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/cowstate/cowstate/internal/fileformat"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
 	"github.com/cowstate/cowstate/timerqueue"
@@ -52,8 +54,9 @@ func drawOp(rt *rapid.T) *entryOp {
 
 // writeScrambled encodes d as a delta file whose state records list their
 // entries in random order, some split in two records, and some keys
-// written twice, a decoy first (a reader keeps the later): valid files
-// that Write never makes, as WriteDiff's are in hash order.
+// written twice, a decoy first (a reader keeps the later), with entries
+// encoded as Write never encodes them (appendScrambled): valid files that
+// Write never makes, as WriteDiff's are in hash order.
 func writeScrambled(t *testing.T, d *Delta, rng *rand.Rand) []byte {
 	ix := indexesOf(d)
 	var buf bytes.Buffer
@@ -76,7 +79,7 @@ func writeScrambled(t *testing.T, d *Delta, rng *rand.Rand) []byte {
 				sec = binary.AppendUvarint(sec, uint64(ix.states[state]))
 				sec = binary.AppendUvarint(sec, uint64(len(run)))
 				for _, e := range run {
-					sec = appendEntry(sec, e.op.kind(), []byte(e.ck), e.op.cell, e.op.partList())
+					sec = appendScrambled(sec, rng, &e)
 				}
 			}
 		}
@@ -88,6 +91,50 @@ func writeScrambled(t *testing.T, d *Delta, rng *rand.Rand) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// appendScrambled encodes e as a reader reads it, but at random not as
+// Write would: lengths in varints longer than needed, parts in any order
+// with a decoy of a part before it, a part's flag other than 0 and 1 (not
+// deleted), a put with an empty list of parts.
+func appendScrambled(dst []byte, rng *rand.Rand, e *keyedOp) []byte {
+	length := func(dst []byte, b []byte) []byte {
+		if len(b) < 128 && rng.IntN(4) == 0 {
+			dst = append(dst, 0x80|byte(len(b)), 0x80, 0) // three bytes where one does
+			return append(dst, b...)
+		}
+		return fileformat.AppendBytes(dst, b)
+	}
+	kind := e.op.kind()
+	if kind == opPut && rng.IntN(4) == 0 {
+		kind = opPutPatch
+	}
+	dst = length(append(dst, kind), []byte(e.ck))
+	if kind == opPut || kind == opPutPatch {
+		dst = length(dst, e.op.cell)
+	}
+	if kind != opPatch && kind != opPutPatch {
+		return dst
+	}
+	var parts []statetable.Part
+	for _, i := range rng.Perm(len(e.op.parts)) {
+		p := e.op.partList()[i]
+		if rng.IntN(4) == 0 {
+			parts = append(parts, statetable.Part{Key: p.Key, Value: []byte("decoy")})
+		}
+		parts = append(parts, p)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(parts)))
+	for _, p := range parts {
+		switch {
+		case p.Deleted:
+			dst = length(append(dst, 1), p.Key)
+		default:
+			dst = length(append(dst, byte(rng.IntN(2)*2)), p.Key) // 0 or 2: not deleted
+			dst = length(dst, p.Value)
+		}
+	}
+	return dst
 }
 
 func openTest(t *testing.T, file []byte) *Reader {
@@ -141,7 +188,13 @@ func TestMergeFiles_AsMerge(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
-			ds, readers = append(ds, d), append(readers, openTest(t, f))
+			r = openTest(t, f)
+			if rapid.Bool().Draw(rt, "in memory") {
+				if r, err = OpenBytes(f); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			ds, readers = append(ds, d), append(readers, r)
 		}
 		var want bytes.Buffer
 		merged, wantErr := Merge(ds...)
@@ -211,6 +264,55 @@ func TestMergeFiles_Refuses(t *testing.T) {
 		err := MergeFiles(ctx, &buf, openTest(t, file(1, mergeTestMeta)), openTest(t, corrupt))
 		if !errors.Is(err, ErrCorrupt) || buf.Len() != 0 || !strings.Contains(err.Error(), "key group 1") {
 			t.Fatalf("%v, %d bytes written; want ErrCorrupt naming key group 1", err, buf.Len())
+		}
+	})
+}
+
+// TestMergeFiles_LongRuns: chains whose files hold long runs of keys the
+// others do not (where a merge gallops) and keys in common, in one key
+// group and one state, merge as Write(Merge) does.
+func TestMergeFiles_LongRuns(t *testing.T) {
+	ctx := context.Background()
+	rapid.Check(t, func(rt *rapid.T) {
+		var files [][]byte
+		var ds []*Delta
+		for i := range rapid.IntRange(2, 4).Draw(rt, "chain") {
+			d := &Delta{Base: uint64(i + 1), Target: uint64(i + 2), Meta: mergeTestMeta}
+			for range rapid.IntRange(1, 4).Draw(rt, "ranges") {
+				from := rapid.IntRange(0, 2000).Draw(rt, "from")
+				n := rapid.IntRange(1, 300).Draw(rt, "keys")
+				stride := rapid.IntRange(1, 5).Draw(rt, "stride")
+				for k := from; k < from+n*stride; k += stride {
+					op := &entryOp{put: true, cell: []byte{byte(i)}}
+					if k%7 == 0 {
+						op = &entryOp{parts: map[string]statetable.Part{"p": {Key: []byte("p"), Value: []byte{byte(i)}}}}
+					}
+					d.group(3).ops("b")[fmt.Sprintf("key%05d", k)] = op
+				}
+			}
+			var buf bytes.Buffer
+			if err := Write(ctx, &buf, d, nil); err != nil {
+				rt.Fatal(err)
+			}
+			files, ds = append(files, buf.Bytes()), append(ds, d)
+		}
+		merged, err := Merge(ds...)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var want, got bytes.Buffer
+		if err := Write(ctx, &want, merged, nil); err != nil {
+			rt.Fatal(err)
+		}
+		var readers []*Reader
+		for _, f := range files {
+			readers = append(readers, openTest(t, f))
+		}
+		if err := MergeFiles(ctx, &got, readers...); err != nil {
+			rt.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			rt.Fatalf("MergeFiles wrote %d bytes unlike Write(Merge)'s %d", got.Len(), want.Len())
 		}
 	})
 }

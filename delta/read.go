@@ -1,10 +1,13 @@
 package delta
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/cowstate/cowstate/internal/fileformat"
 	"github.com/cowstate/cowstate/snapshot"
@@ -20,6 +23,7 @@ type Reader struct {
 	base, target uint64
 	meta         snapshot.Meta
 	index        []fileformat.Section
+	data         []byte // the whole file, for a Reader of OpenBytes
 }
 
 // Open checks a delta file's magic, version, header checksum, footer and
@@ -41,6 +45,19 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 		return nil, err
 	}
 	return rd, nil
+}
+
+// OpenBytes is Open of a file held in memory: its sections are then
+// slices of data instead of copies (a Delta that Read returns, and what
+// MergeFiles reads, alias data), so the caller must not modify data while
+// the Reader or what it returned is in use.
+func OpenBytes(data []byte) (*Reader, error) {
+	r, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	r.data = data
+	return r, nil
 }
 
 // Base and Target return the versions the delta goes between.
@@ -87,42 +104,49 @@ func (r *Reader) section(gr *group, e fileformat.Section) error {
 // byte slices alias the section's buffer) and timer for each timer change,
 // in file order.
 func (r *Reader) decodeSection(e fileformat.Section, entry func(state string, ck []byte, op entryOp), timer func(t timerKey, present bool)) error {
-	what := fmt.Sprintf("delta section of key group %d", e.Group)
-	b, err := fileformat.ReadSection(r.r, r.size, e, what, ErrCorrupt)
+	what := sectionName(e.Group)
+	b, err := r.sectionBytes(e, what)
 	if err != nil {
 		return err
 	}
-	d := fileformat.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
-	entries := func(i, n int) error {
+	return r.decodeRecords(e, b, what, func(i, n int, d *fileformat.Decoder) error {
 		state := r.meta.States[i].Name
 		for range n {
-			kind := d.Byte()
-			ck := d.Bytes()
-			op := entryOp{deleted: kind == opDelete, put: kind == opPut || kind == opPutPatch}
-			if kind < opPut || kind > opPutPatch {
-				d.Fail("entry op %d", kind)
-			}
-			if op.put {
-				op.cell = d.Bytes()
-			}
-			if kind == opPatch || kind == opPutPatch {
-				np := d.Count(d.Left()/2 + 1)
-				op.parts = make(map[string]statetable.Part, np)
-				for range np {
-					p := statetable.Part{Deleted: d.Byte() == 1, Key: d.Bytes()}
-					if !p.Deleted {
-						p.Value = d.Bytes()
-					}
-					op.parts[string(p.Key)] = p
-				}
-			}
+			ck, op := decodeOp(d)
 			if d.Err != nil {
 				return d.Err
 			}
 			entry(state, ck, op)
 		}
 		return nil
+	}, timer)
+}
+
+// sectionName names the section of key group g in messages.
+func sectionName(g int) string { return fmt.Sprintf("delta section of key group %d", g) }
+
+// sectionBytes returns the bytes of the section of index entry e (named
+// what in errors), checked against its checksum. A Reader of OpenBytes
+// slices its bytes; any other reads them into a new buffer.
+func (r *Reader) sectionBytes(e fileformat.Section, what string) ([]byte, error) {
+	if r.data == nil {
+		return fileformat.ReadSection(r.r, r.size, e, what, ErrCorrupt)
 	}
+	if e.Off < 0 || e.Length < 0 || e.Off > r.size || e.Length > r.size-e.Off {
+		return nil, fmt.Errorf("%w: %s: %d bytes at offset %d past the end (%d bytes)", ErrCorrupt, what, e.Length, e.Off, r.size)
+	}
+	b := r.data[e.Off : e.Off+e.Length : e.Off+e.Length]
+	if xxhash.Sum64(b) != e.Sum {
+		return nil, fmt.Errorf("%w: %s at offset %d: checksum does not match", ErrCorrupt, what, e.Off)
+	}
+	return b, nil
+}
+
+// decodeRecords decodes section b (of index entry e, named what): entries
+// reads the n entries of a record of state i from d, and timer is called
+// for each timer change, in file order.
+func (r *Reader) decodeRecords(e fileformat.Section, b []byte, what string, entries func(i, n int, d *fileformat.Decoder) error, timer func(t timerKey, present bool)) error {
+	d := fileformat.Decoder{Corrupt: ErrCorrupt, B: b, Base: e.Off, What: what}
 	timers := func(j int, dom byte, n int) error {
 		for range n {
 			present := d.Byte()
@@ -135,5 +159,31 @@ func (r *Reader) decodeSection(e fileformat.Section, entry func(state string, ck
 		}
 		return nil
 	}
-	return d.Records(len(r.meta.States), len(r.meta.Timers), 4, entries, timers)
+	return d.Records(len(r.meta.States), len(r.meta.Timers), 4, func(i, n int) error { return entries(i, n, &d) }, timers)
+}
+
+// decodeOp reads one entry of a state record: its composite key and op
+// (both alias d's bytes). A problem is left in d.Err.
+func decodeOp(d *fileformat.Decoder) (ck []byte, op entryOp) {
+	kind := d.Byte()
+	ck = d.Bytes()
+	op = entryOp{deleted: kind == opDelete, put: kind == opPut || kind == opPutPatch}
+	if kind < opPut || kind > opPutPatch {
+		d.Fail("entry op %d", kind)
+	}
+	if op.put {
+		op.cell = d.Bytes()
+	}
+	if kind == opPatch || kind == opPutPatch {
+		np := d.Count(d.Left()/2 + 1)
+		op.parts = make(map[string]statetable.Part, np)
+		for range np {
+			p := statetable.Part{Deleted: d.Byte() == 1, Key: d.Bytes()}
+			if !p.Deleted {
+				p.Value = d.Bytes()
+			}
+			op.parts[string(p.Key)] = p
+		}
+	}
+	return ck, op
 }

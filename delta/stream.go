@@ -43,12 +43,13 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Source, base, target
 	}
 	d := &Delta{Base: base, Target: target, Meta: nm}
 	d.Meta.Version = 0
-	sections := map[int][]byte{}
+	nGroups := nm.KeyGroups.Last - nm.KeyGroups.First + 1
+	sections := make(map[int][]byte, min(nGroups, 1024))
+	var slab []byte // the sections' first records, one after another
 	over := func() bool {
 		changes++
 		return maxChanges >= 0 && changes > maxChanges
 	}
-	nGroups := nm.KeyGroups.Last - nm.KeyGroups.First + 1
 	projected := false
 	for i, name := range sortedStates(d) {
 		// A run of one key group's changes, flushed as one state record.
@@ -60,6 +61,19 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Source, base, target
 				return
 			}
 			sec := sections[runGroup]
+			if sec == nil {
+				// A key group's first record: cut from slab, capped so that
+				// a later record of the group (another state, the timers)
+				// moves the section out instead of overwriting the next.
+				from := len(slab)
+				slab = append(slab, tagState)
+				slab = binary.AppendUvarint(slab, uint64(i))
+				slab = binary.AppendUvarint(slab, uint64(runLen))
+				slab = append(slab, run...)
+				sections[runGroup] = slab[from:len(slab):len(slab)]
+				run, runLen = run[:0], 0
+				return
+			}
 			sec = append(sec, tagState)
 			sec = binary.AppendUvarint(sec, uint64(i))
 			sec = binary.AppendUvarint(sec, uint64(runLen))

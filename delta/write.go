@@ -127,6 +127,12 @@ func indexesOf(d *Delta) indexes {
 	return ix
 }
 
+// keyedOp is one entry change of a section: its composite key and op.
+type keyedOp struct {
+	ck string
+	op entryOp
+}
+
 // encodeGroup encodes one key group's section of a Delta; n counts its
 // changes.
 func encodeGroup(gr *group, ix indexes) (sec []byte, n int, err error) {
@@ -171,6 +177,20 @@ func encodeSection(states map[string][]keyedOp, timers map[timerKey]bool, ix ind
 		}
 		n += len(ops)
 	}
+	sec, nt, err := appendTimerChanges(sec, timers, ix)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(sec, tagEnd), n + nt, nil
+}
+
+// appendTimerChanges appends a key group's timer changes as timer records
+// (see appendTimers) and returns their number. A service ix does not
+// number is an error matching ErrMismatch.
+func appendTimerChanges(sec []byte, timers map[timerKey]bool, ix indexes) ([]byte, int, error) {
+	if len(timers) == 0 {
+		return sec, 0, nil
+	}
 	changes := make([]timerChange, 0, len(timers))
 	for t, present := range timers {
 		si, ok := ix.services[t.service]
@@ -179,9 +199,7 @@ func encodeSection(states map[string][]keyedOp, timers map[timerKey]bool, ix ind
 		}
 		changes = append(changes, timerChange{service: si, domain: t.domain, t: t.timer(), present: present})
 	}
-	sec = appendTimers(sec, changes)
-	n += len(changes)
-	return append(sec, tagEnd), n, nil
+	return appendTimers(sec, changes), len(changes), nil
 }
 
 // kind returns the op code an entry op is written with.
