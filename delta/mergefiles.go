@@ -33,6 +33,7 @@ func MergeFiles(ctx context.Context, w io.Writer, chain ...*Reader) error {
 	out := &Delta{Base: chain[0].base, Target: last.target, Meta: last.meta}
 	index := make([]map[int]fileformat.Section, len(chain))
 	var groups []int
+	var inputs int64 // the sections' bytes: the merged ones take at most as many
 	for i, r := range chain {
 		if i > 0 {
 			prev := chain[i-1]
@@ -51,6 +52,7 @@ func MergeFiles(ctx context.Context, w io.Writer, chain ...*Reader) error {
 		for _, e := range r.index {
 			index[i][e.Group] = e
 			groups = append(groups, e.Group)
+			inputs += e.Length
 		}
 	}
 	slices.Sort(groups)
@@ -66,11 +68,11 @@ func MergeFiles(ctx context.Context, w io.Writer, chain ...*Reader) error {
 			states[i][j] = ix.states[info.Name] // there: sameEncoding
 		}
 	}
-	m := groupMerger{names: sortedStates(out), states: make([][]mergeEntry, len(ix.states)), file: make([][]mergeEntry, len(ix.states))}
+	m := groupMerger{names: sortedStates(out), states: make([][]mergeEntry, len(ix.states)), file: make([]fileRun, len(ix.states))}
 	// The merged sections, one after another, all built before the first
 	// byte is written: a corrupt section fails the merge with nothing
 	// written.
-	var body []byte
+	body := make([]byte, 0, inputs)
 	ends := make([]int, 0, len(groups))
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
@@ -130,10 +132,17 @@ type groupMerger struct {
 	names   []string // the merged delta's states, by number
 	bufs    [][]byte
 	states  [][]mergeEntry // the entries so far, by state
-	file    [][]mergeEntry // the file being added, by state
+	file    []fileRun      // the file being added, by state
 	touched []int          // the states of the file being added
 	timers  map[timerKey]bool
 	free    [][]mergeEntry // arrays for runs, emptied
+}
+
+// fileRun is a state's entries in the section being added, in file order.
+type fileRun struct {
+	run      []mergeEntry
+	unsorted bool // not in strictly ascending key order
+	recode   bool // some entries are to be encoded again
 }
 
 // maxMergeBufs bounds the sections one key group's merge reads (entries
@@ -231,92 +240,56 @@ func (m *groupMerger) add(r *Reader, states []int, e fileformat.Section, what st
 	m.touched = m.touched[:0]
 	err = r.decodeRecords(e, b, what, func(i, n int, d *fileformat.Decoder) error {
 		s := states[i]
-		run := m.file[s]
-		if run == nil {
-			run = m.run()
+		f := &m.file[s]
+		if f.run == nil {
+			f.run = m.run()
 			m.touched = append(m.touched, s)
 		}
 		for range n {
-			at := d.Off
-			// Most entries are puts and deletes whose key and cell are
-			// shorter than 128 bytes (lengths in one byte, so canonical):
-			// read those directly.
-			if at+2 <= len(b) && b[at+1] < 0x80 {
-				kind, key := b[at], at+2
-				end := key + int(b[at+1])
-				switch {
-				case kind == opDelete && end <= len(b):
-				case kind == opPut && end < len(b) && b[end] < 0x80 && end+1+int(b[end]) <= len(b):
-					end += 1 + int(b[end])
-				default:
-					end = -1
-				}
-				if end >= 0 {
-					ck := b[key : at+2+int(b[at+1])]
-					run = append(run, mergeEntry{key: key, end: end, prefix: prefixOf(ck), keyLen: uint32(len(ck)), buf: buf})
-					d.Off = end
-					continue
-				}
+			// Read into the run's next slot, field by field: a struct
+			// built and then copied whole is read back in 16-byte loads
+			// from narrower stores, which stall (BenchmarkMergeFiles).
+			f.run = append(f.run, mergeEntry{})
+			k := len(f.run) - 1
+			e := &f.run[k]
+			e.buf = buf
+			if !readEntry(d, e) {
+				f.run = f.run[:k]
+				return d.Err
 			}
-			kind := d.Byte()
-			ck := d.Bytes()
-			key := d.Off - len(ck)
-			canonical := 1 + uvarintLen(uint64(len(ck))) + len(ck)
-			switch kind {
-			case opDelete:
-			case opPut:
-				cell := d.Bytes()
-				canonical += uvarintLen(uint64(len(cell))) + len(cell)
-			case opPatch, opPutPatch:
-				if kind == opPutPatch {
-					d.Bytes()
-				}
-				np := d.Count(d.Left()/2 + 1)
-				for range np {
-					if deleted := d.Byte(); deleted != 1 {
-						d.Bytes()
-					}
-					d.Bytes()
-				}
-				canonical = -1 // parts must be in key order, each once: encode it again
-			default:
-				d.Fail("entry op %d", kind)
+			if k > 0 && m.compare(&f.run[k-1], e) >= 0 {
+				f.unsorted = true
 			}
-			if d.Err != nil {
-				break
-			}
-			if uint64(len(ck)) > 1<<32-1 {
-				d.Fail("composite key of %d bytes", len(ck))
-				break
-			}
-			run = append(run, mergeEntry{key: key, end: d.Off, prefix: prefixOf(ck), keyLen: uint32(len(ck)), buf: buf, recode: canonical != d.Off-at})
+			f.recode = f.recode || e.recode
 		}
-		m.file[s] = run
-		return d.Err
+		return nil
 	}, func(t timerKey, present bool) {
 		m.timers[t] = present
 	})
 	if err != nil {
 		for _, s := range m.touched {
-			m.release(m.file[s])
-			m.file[s] = nil
+			m.release(m.file[s].run)
+			m.file[s] = fileRun{}
 		}
 		return err
 	}
 	for _, s := range m.touched {
-		ops := m.file[s]
-		m.file[s] = nil
-		// Sort a run written in hash order (WriteDiff); of equal keys in
-		// one file, the later one stands, as in Read: the entries of one
-		// section lie in file order in one buffer, so the key's offset
-		// breaks ties.
-		if !slices.IsSortedFunc(ops, m.byKey) {
+		f := m.file[s]
+		m.file[s] = fileRun{}
+		ops := f.run
+		if f.unsorted {
+			// Sort a run written in hash order (WriteDiff); of equal keys
+			// in one file, the later one stands, as in Read: the entries
+			// of one section lie in file order in one buffer, so the key's
+			// offset breaks ties.
 			slices.SortFunc(ops, m.byKey)
+			ops = m.dedupeLast(ops)
 		}
-		ops = m.dedupeLast(ops)
-		for k := range ops {
-			if ops[k].recode {
-				ops[k] = m.recode(ops[k])
+		if f.recode {
+			for k := range ops {
+				if ops[k].recode {
+					ops[k] = m.recode(ops[k])
+				}
 			}
 		}
 		prev := m.states[s]
@@ -333,6 +306,64 @@ func (m *groupMerger) add(r *Reader, states []int, e fileformat.Section, what st
 		m.states[s] = merged
 	}
 	return nil
+}
+
+// readEntry reads the next entry of a state record from d into e (all but
+// its buf); false: a problem, in d.Err.
+func readEntry(d *fileformat.Decoder, e *mergeEntry) bool {
+	b, at := d.B, d.Off
+	// Most entries are puts and deletes whose key and cell are shorter
+	// than 128 bytes (lengths in one byte, so canonical): read those
+	// directly.
+	if at+2 <= len(b) && b[at+1] < 0x80 {
+		kind, key := b[at], at+2
+		end := key + int(b[at+1])
+		switch {
+		case kind == opDelete && end <= len(b):
+		case kind == opPut && end < len(b) && b[end] < 0x80 && end+1+int(b[end]) <= len(b):
+			end += 1 + int(b[end])
+		default:
+			end = -1
+		}
+		if end >= 0 {
+			d.Off = end
+			ck := b[key : at+2+int(b[at+1])]
+			e.key, e.end, e.prefix, e.keyLen = key, end, prefixOf(ck), uint32(len(ck))
+			return true
+		}
+	}
+	kind := d.Byte()
+	ck := d.Bytes()
+	key := d.Off - len(ck)
+	canonical := 1 + uvarintLen(uint64(len(ck))) + len(ck)
+	switch kind {
+	case opDelete:
+	case opPut:
+		cell := d.Bytes()
+		canonical += uvarintLen(uint64(len(cell))) + len(cell)
+	case opPatch, opPutPatch:
+		if kind == opPutPatch {
+			d.Bytes()
+		}
+		np := d.Count(d.Left()/2 + 1)
+		for range np {
+			if deleted := d.Byte(); deleted != 1 {
+				d.Bytes()
+			}
+			d.Bytes()
+		}
+		canonical = -1 // parts must be in key order, each once: encode it again
+	default:
+		d.Fail("entry op %d", kind)
+	}
+	if d.Err == nil && uint64(len(ck)) > 1<<32-1 {
+		d.Fail("composite key of %d bytes", len(ck))
+	}
+	if d.Err != nil {
+		return false
+	}
+	e.key, e.end, e.prefix, e.keyLen, e.recode = key, d.Off, prefixOf(ck), uint32(len(ck)), canonical != d.Off-at
+	return true
 }
 
 // dedupeLast keeps the last of each run of equal keys in sorted ops.
