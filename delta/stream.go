@@ -62,15 +62,17 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Source, base, target
 			}
 			sec := sections[runGroup]
 			if sec == nil {
-				// A key group's first record: cut from slab, capped so that
-				// a later record of the group (another state, the timers)
+				// A key group's first record: cut from slab with one byte
+				// to spare for its end tag, and capped there so that a
+				// later record of the group (another state, the timers)
 				// moves the section out instead of overwriting the next.
 				from := len(slab)
 				slab = append(slab, tagState)
 				slab = binary.AppendUvarint(slab, uint64(i))
 				slab = binary.AppendUvarint(slab, uint64(runLen))
 				slab = append(slab, run...)
-				sections[runGroup] = slab[from:len(slab):len(slab)]
+				slab = append(slab, tagEnd) // room for the section's end tag
+				sections[runGroup] = slab[from : len(slab)-1 : len(slab)]
 				run, runLen = run[:0], 0
 				return
 			}
@@ -144,6 +146,13 @@ func WriteDiff(ctx context.Context, w io.Writer, prev, next Source, base, target
 	}
 
 	groups := slices.Sorted(maps.Keys(sections))
+	if g, ok := w.(interface{ Grow(int) }); ok { // a bytes.Buffer: grown once
+		size := 1024 + 32*len(groups) // header, metadata, index, footer: about
+		for _, sec := range sections {
+			size += len(sec) + 1
+		}
+		g.Grow(size)
+	}
 	err = writeSections(ctx, w, d, groups, func(g int) ([]byte, int, error) { return append(sections[g], tagEnd), 0, nil }, nil)
 	if err != nil {
 		return 0, false, err
