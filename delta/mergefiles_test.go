@@ -52,6 +52,20 @@ func drawOp(rt *rapid.T) *entryOp {
 	return op
 }
 
+// drawDelta draws a delta of mergeTestMeta from base to base+1 of
+// between lo and hi entry changes, each of a key group up to lastGroup
+// and of one of keys.
+func drawDelta(rt *rapid.T, base uint64, lo, hi, lastGroup int, keys []string) *Delta {
+	d := &Delta{Base: base, Target: base + 1, Meta: mergeTestMeta}
+	for range rapid.IntRange(lo, hi).Draw(rt, "entries") {
+		g := rapid.IntRange(0, lastGroup).Draw(rt, "group")
+		state := rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "state")
+		ck := rapid.SampledFrom(keys).Draw(rt, "key")
+		d.group(g).ops(state)[ck] = drawOp(rt)
+	}
+	return d
+}
+
 // writeScrambled encodes d as a delta file whose state records list their
 // entries in random order, some split in two records, and some keys
 // written twice, a decoy first (a reader keeps the later), with entries
@@ -155,13 +169,7 @@ func TestMergeFiles_AsMerge(t *testing.T) {
 		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "seed"), 1))
 		var files [][]byte
 		for i := range rapid.IntRange(1, 5).Draw(rt, "chain") {
-			d := &Delta{Base: uint64(i + 1), Target: uint64(i + 2), Meta: mergeTestMeta}
-			for range rapid.IntRange(0, 25).Draw(rt, "entries") {
-				g := rapid.IntRange(0, 7).Draw(rt, "group")
-				state := rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "state")
-				ck := rapid.SampledFrom([]string{"", "k1", "k2", "k10", "x", "\xff"}).Draw(rt, "key")
-				d.group(g).ops(state)[ck] = drawOp(rt)
-			}
+			d := drawDelta(rt, uint64(i+1), 0, 25, 7, []string{"", "k1", "k2", "k10", "x", "\xff"})
 			for range rapid.IntRange(0, 4).Draw(rt, "timers") {
 				g := rapid.IntRange(0, 7).Draw(rt, "timer group")
 				tk := timerKey{service: rapid.SampledFrom([]string{"t1", "t2"}).Draw(rt, "service"),
@@ -328,13 +336,7 @@ func TestMergeFiles_DecodesAsRead(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		var files [][]byte
 		for i := range rapid.IntRange(1, 3).Draw(rt, "chain") {
-			d := &Delta{Base: uint64(i + 1), Target: uint64(i + 2), Meta: mergeTestMeta}
-			for range rapid.IntRange(1, 12).Draw(rt, "entries") {
-				g := rapid.IntRange(0, 3).Draw(rt, "group")
-				state := rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "state")
-				ck := rapid.SampledFrom([]string{"", "k1", "k2", "0123456789"}).Draw(rt, "key")
-				d.group(g).ops(state)[ck] = drawOp(rt)
-			}
+			d := drawDelta(rt, uint64(i+1), 1, 12, 3, []string{"", "k1", "k2", "0123456789"})
 			ix := indexesOf(d)
 			altered := rapid.IntRange(-1, 3).Draw(rt, "altered group") // -1: none
 			var buf bytes.Buffer
