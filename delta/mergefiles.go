@@ -108,7 +108,7 @@ func MergeFiles(ctx context.Context, w io.Writer, chain ...*Reader) error {
 // with no pointers per entry and writes an entry it keeps by copying its
 // bytes. Two entries' keys mostly compare by their prefixes, without
 // reading the sections. Once an entry is in a run its bytes are canonical
-// (as Write encodes its op), so it starts at key-1-uvarintLen(keyLen).
+// (as Write encodes its op), so it starts at startOf.
 type mergeEntry struct {
 	key    int    // offset of the composite key in its buffer
 	end    int    // offset past the entry
@@ -184,9 +184,11 @@ func (m *groupMerger) keyOf(e mergeEntry) []byte {
 	return m.bufs[e.buf][e.key : e.key+int(e.keyLen)]
 }
 
-// bytesOf returns e's bytes, which are canonical.
-func (m *groupMerger) bytesOf(e mergeEntry) []byte {
-	return m.bufs[e.buf][e.key-1-uvarintLen(uint64(e.keyLen)) : e.end]
+// startOf returns the offset of e's first byte (its op), e being
+// canonical: the op, then the key's length in the fewest bytes, then the
+// key.
+func startOf(e *mergeEntry) int {
+	return e.key - 1 - uvarintLen(uint64(e.keyLen))
 }
 
 // compare orders two entries by key.
@@ -380,7 +382,7 @@ func (m *groupMerger) dedupeLast(ops []mergeEntry) []mergeEntry {
 
 // decode returns e's composite key and op, aliasing e's buffer.
 func (m *groupMerger) decode(e mergeEntry) ([]byte, entryOp) {
-	at := e.key - 1 - uvarintLen(uint64(e.keyLen))
+	at := startOf(&e)
 	if e.recode {
 		// The op byte and key length are before the key; the length's
 		// encoding need not be the shortest.
@@ -410,7 +412,7 @@ func (m *groupMerger) recode(e mergeEntry) mergeEntry {
 
 // opOf returns the op code e was written with.
 func (m *groupMerger) opOf(e mergeEntry) byte {
-	return m.bufs[e.buf][e.key-1-uvarintLen(uint64(e.keyLen))]
+	return m.bufs[e.buf][startOf(&e)]
 }
 
 // compose returns the net effect of a then b on one entry (see compose):
@@ -481,9 +483,9 @@ func (m *groupMerger) mergeRuns(dst, a, b []mergeEntry) ([]mergeEntry, error) {
 const gallopAfter = 8
 
 // gallop returns the first index at or after from of sorted run whose key
-// is not below x's: it probes from, from+1, from+3, from+7, ... then searches
-// the last step by halves, so a short step costs a compare or two and a
-// long one about twice its logarithm.
+// is not below x's: it probes from, from+1, from+3, from+7, ... then
+// searches the last step by halves, so a short step costs a compare or two
+// and a long one about twice its logarithm.
 func (m *groupMerger) gallop(run []mergeEntry, from int, x *mergeEntry) int {
 	lo, step := from, 1
 	hi := lo
@@ -518,8 +520,8 @@ func (m *groupMerger) appendSection(sec []byte, ix indexes) ([]byte, error) {
 		sec = binary.AppendUvarint(sec, uint64(len(ops)))
 		for k := 0; k < len(ops); {
 			e := ops[k]
-			from, to := e.key-1-uvarintLen(uint64(e.keyLen)), e.end
-			for k++; k < len(ops) && ops[k].buf == e.buf && ops[k].key-1-uvarintLen(uint64(ops[k].keyLen)) == to; k++ {
+			from, to := startOf(&e), e.end
+			for k++; k < len(ops) && ops[k].buf == e.buf && startOf(&ops[k]) == to; k++ {
 				to = ops[k].end
 			}
 			sec = append(sec, m.bufs[e.buf][from:to]...)
