@@ -10,7 +10,8 @@
 // chain of consecutive deltas into one, and MergeFiles does it file to
 // file, writing what Write(Merge(...)) writes from the encoded sections;
 // Apply replays a delta on a backend holding its base; Write and
-// Open/Read are the file format.
+// Open/Read are the file format, and OpenBytes opens a file held in
+// memory without copying its sections.
 //
 // # Delta file format, version 2
 //
