@@ -210,7 +210,7 @@ func openFull(ctx context.Context, st Storage, m *Manifest, fetched *atomic.Int6
 	if err != nil {
 		return nil, err
 	}
-	r, err := snapshot.Open(bytes.NewReader(b), int64(len(b)))
+	r, err := snapshot.OpenBytes(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: segment %s: %w", ErrCorrupt, s.Name, err)
 	}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/cowstate/cowstate/internal/fileformat"
 	"github.com/cowstate/cowstate/snapshot"
 	"github.com/cowstate/cowstate/statetable"
@@ -132,14 +130,7 @@ func (r *Reader) sectionBytes(e fileformat.Section, what string) ([]byte, error)
 	if r.data == nil {
 		return fileformat.ReadSection(r.r, r.size, e, what, ErrCorrupt)
 	}
-	if e.Off < 0 || e.Length < 0 || e.Off > r.size || e.Length > r.size-e.Off {
-		return nil, fmt.Errorf("%w: %s: %d bytes at offset %d past the end (%d bytes)", ErrCorrupt, what, e.Length, e.Off, r.size)
-	}
-	b := r.data[e.Off : e.Off+e.Length : e.Off+e.Length]
-	if xxhash.Sum64(b) != e.Sum {
-		return nil, fmt.Errorf("%w: %s at offset %d: checksum does not match", ErrCorrupt, what, e.Off)
-	}
-	return b, nil
+	return fileformat.SliceSection(r.data, e, what, ErrCorrupt)
 }
 
 // decodeRecords decodes section b (of index entry e, named what): entries

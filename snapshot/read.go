@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ type Reader struct {
 	size  int64
 	meta  Meta
 	index []fileformat.Section
+	data  []byte // the whole file, for a Reader of OpenBytes
 }
 
 // Open checks the file's footer, metadata and index (magic, version,
@@ -56,6 +58,21 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 		return nil, err
 	}
 	return &Reader{r: r, size: size, meta: meta, index: idx}, nil
+}
+
+// OpenBytes is Open of a file held in memory: Restore then hands the sink
+// slices of data instead of copies of each section, so the caller must
+// not modify data while the Reader is in use, nor after a restore while
+// the restored state may alias it (a state's keys longer than 31 bytes,
+// and the cells of codecs that alias their input, keep the bytes they
+// were read from).
+func OpenBytes(data []byte) (*Reader, error) {
+	r, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	r.data = data
+	return r, nil
 }
 
 // Meta returns the snapshot's metadata.
@@ -93,7 +110,13 @@ func (r *Reader) Restore(ctx context.Context, sink Sink, kgs statetable.KeyGroup
 // it holds to sink.
 func (r *Reader) section(sink Sink, e fileformat.Section) error {
 	what := fmt.Sprintf("key group %d section", e.Group)
-	b, err := fileformat.ReadSection(r.r, r.size, e, what, ErrCorrupt)
+	var b []byte
+	var err error
+	if r.data == nil {
+		b, err = fileformat.ReadSection(r.r, r.size, e, what, ErrCorrupt)
+	} else {
+		b, err = fileformat.SliceSection(r.data, e, what, ErrCorrupt)
+	}
 	if err != nil {
 		return err
 	}

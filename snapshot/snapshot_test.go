@@ -19,6 +19,27 @@ import (
 	"pgregory.net/rapid"
 )
 
+// TestSnapshot_OpenBytes: a file read in place restores the state a copy
+// of it does.
+func TestSnapshot_OpenBytes(t *testing.T) {
+	src := testjob.New(t, 16, nil)
+	src.Load(400, 5)
+	snap := src.B.Snapshot()
+	defer snap.Release()
+	file := testjob.Encode(t, snap, false)
+	r, err := snapshot.OpenBytes(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := testjob.New(t, 16, nil)
+	if err := dst.B.RestoreSnapshot(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dst.Dump(t, nil), src.Dump(t, snap); !slices.Equal(got, want) {
+		t.Fatalf("restored %d lines, want %d", len(got), len(want))
+	}
+}
+
 func TestSnapshot_Rescale(t *testing.T) {
 	const maxPar = 128
 	src := testjob.New(t, maxPar, nil)
@@ -125,7 +146,7 @@ func TestSnapshot_SavepointCanonical(t *testing.T) {
 }
 
 // TestSnapshot_Corrupt: truncations and bit flips give ErrCorrupt (or a
-// decode error), never a panic.
+// decode error), never a panic, read through Open or OpenBytes alike.
 func TestSnapshot_Corrupt(t *testing.T) {
 	j := testjob.New(t, 16, nil)
 	j.Load(40, 1)
@@ -135,7 +156,15 @@ func TestSnapshot_Corrupt(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return testjob.New(t, 16, nil).B.RestoreSnapshot(context.Background(), r)
+		err = testjob.New(t, 16, nil).B.RestoreSnapshot(context.Background(), r)
+		rb, errBytes := snapshot.OpenBytes(bytes.Clone(b))
+		if errBytes == nil {
+			errBytes = testjob.New(t, 16, nil).B.RestoreSnapshot(context.Background(), rb)
+		}
+		if (err == nil) != (errBytes == nil) {
+			t.Fatalf("Open and Restore: %v; OpenBytes and Restore: %v", err, errBytes)
+		}
+		return err
 	}
 	for n := 0; n < len(file); n++ {
 		if err := try(file[:n]); !errors.Is(err, snapshot.ErrCorrupt) {

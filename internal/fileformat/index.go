@@ -124,3 +124,17 @@ func ReadSection(r io.ReaderAt, size int64, s Section, what string, corrupt erro
 	}
 	return b, nil
 }
+
+// SliceSection is ReadSection of a file held whole in data: the section
+// is a slice of data (capped at its end), not a copy.
+func SliceSection(data []byte, s Section, what string, corrupt error) ([]byte, error) {
+	size := int64(len(data))
+	if s.Off < 0 || s.Length < 0 || s.Off > size || s.Length > size-s.Off {
+		return nil, fmt.Errorf("%w: %d bytes at offset %d past the end (%d bytes)", corrupt, s.Length, s.Off, size)
+	}
+	b := data[s.Off : s.Off+s.Length : s.Off+s.Length]
+	if xxhash.Sum64(b) != s.Sum {
+		return nil, fmt.Errorf("%w: %s at offset %d: checksum does not match", corrupt, what, s.Off)
+	}
+	return b, nil
+}
