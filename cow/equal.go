@@ -24,6 +24,10 @@ func BytesEqual[V any](a, b V) bool {
 	if oneWord[V]() {
 		return wordsEqual(unsafe.Pointer(&a), unsafe.Pointer(&b))
 	}
+	if twoWords[V]() {
+		return wordsEqual(unsafe.Pointer(&a), unsafe.Pointer(&b)) &&
+			wordsEqual(unsafe.Add(unsafe.Pointer(&a), 8), unsafe.Add(unsafe.Pointer(&b), 8))
+	}
 	n := unsafe.Sizeof(a)
 	return unsafe.String((*byte)(unsafe.Pointer(&a)), n) == unsafe.String((*byte)(unsafe.Pointer(&b)), n)
 }
@@ -33,6 +37,16 @@ func BytesEqual[V any](a, b V) bool {
 func oneWord[V any]() bool {
 	var v V
 	return unsafe.Sizeof(v) == 8 && unsafe.Alignof(v) == 8
+}
+
+// twoWords reports whether V is two 8-byte words, 8-byte aligned (an
+// int64 and a TTL state's expiration timestamp), which compare as two
+// uint64s rather than as 16 bytes by the runtime's compare of memory:
+// about 40 instructions fewer a put of a TTL state's count (counted by
+// callgrind). A constant for each instantiation.
+func twoWords[V any]() bool {
+	var v V
+	return unsafe.Sizeof(v) == 16 && unsafe.Alignof(v) == 8
 }
 
 // wordsEqual compares the words at a and b, values of a oneWord type.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/cowstate/cowstate/cow"
 )
@@ -13,9 +14,11 @@ import (
 // capture live, three ways on the state's own map: op=get is the lookup
 // alone, the floor; op=find-store is cow.Map.Find then Store, carrying
 // the Place between them; op=update is the state's Update (one
-// cow.Map.UpdateHashed). The state is built once per size and the ops run
-// one after another on it, twice: compare them within one run. An op is
-// one key.
+// cow.Map.UpdateHashed). op=get-put is Get then Put, and op=ttl-get-put
+// the same on a state with a TTL (its time pinned, as a job pins it for a
+// batch), as BenchmarkValueUpdate in bench/ does at 1M keys. The states
+// are built once per size and the ops run one after another on them,
+// twice: compare them within one run. An op is one key.
 //
 // At size=1000 every access hits the cache: what is left is the work of
 // the code, which callgrind counts (decision 0041), the difference of a
@@ -47,12 +50,19 @@ func benchmarkReadModifyWrite(b *testing.B, size int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	vt, err := NewValueWithTTL(t, "vt", Int64, Void, Int64, 0, TTL{Duration: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t.PinTime(0)
 	for _, k := range keys {
 		v.Put(k, VoidNamespace{}, 1)
+		vt.Put(k, VoidNamespace{}, 1)
 	}
 	inc := func(x int64) int64 { return x + 1 }
 	c := v.cells
-	for _, op := range []string{"get", "find-store", "update", "get", "find-store", "update"} {
+	ops := []string{"get", "find-store", "update", "get-put", "ttl-get-put"}
+	for _, op := range append(ops, ops...) {
 		b.Run("op="+op, func(b *testing.B) {
 			var sum int64
 			for i := 0; i < b.N; i++ {
@@ -67,6 +77,12 @@ func benchmarkReadModifyWrite(b *testing.B, size int) {
 					c.m.k8.Store(&p, h, kk, old+1, nil)
 				case "update":
 					v.Update(k, VoidNamespace{}, inc)
+				case "get-put":
+					x, _ := v.Get(k, VoidNamespace{})
+					v.Put(k, VoidNamespace{}, x+1)
+				case "ttl-get-put":
+					x, _ := vt.Get(k, VoidNamespace{})
+					vt.Put(k, VoidNamespace{}, x+1)
 				}
 			}
 		})

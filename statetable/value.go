@@ -101,7 +101,7 @@ func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
 		return nil
 	}
 	if s.ttl != nil {
-		return s.ttl.putLive(key, ns, v, s.ttl.now())
+		return s.ttl.putNow(key, ns, v)
 	}
 	return s.put(key, ns, v)
 }
@@ -131,7 +131,7 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 		if err != nil {
 			return err
 		}
-		return s.ttl.putLive(key, ns, f(v), s.ttl.now())
+		return s.ttl.putNow(key, ns, f(v))
 	}
 	return s.update(key, ns, apply)
 }
