@@ -21,6 +21,11 @@ type NamespacedTimerService[K, N any] struct {
 	event, processing *timerqueue.Queue
 	watermark         int64
 	buf               []byte
+	// fired holds the bytes of a firing timer's key, then namespace, for
+	// their codecs (which must not retain them): a conversion of each
+	// string to []byte allocated twice a timer fired. Writer goroutine
+	// only.
+	fired []byte
 	// namespace is the last namespace a timer was made for. A timer made
 	// for the same namespace bytes shares its string, so that the queue's
 	// compares of two such timers find one pointer and read no bytes (a
@@ -193,9 +198,11 @@ func (s *NamespacedTimerService[K, N]) advance(q *timerqueue.Queue, upTo int64, 
 		if firstErr == nil {
 			var k K
 			var n N
-			k, firstErr = s.kc.Decode([]byte(t.Key))
+			s.fired = append(s.fired[:0], t.Key...)
+			k, firstErr = s.kc.Decode(s.fired)
 			if firstErr == nil {
-				n, firstErr = s.nc.Decode([]byte(t.Namespace))
+				s.fired = append(s.fired[:0], t.Namespace...)
+				n, firstErr = s.nc.Decode(s.fired)
 			}
 			if firstErr == nil {
 				firstErr = fire(k, n, t.Timestamp)
