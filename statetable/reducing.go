@@ -72,16 +72,7 @@ func (s *ReducingState[K, N, V]) Add(key K, ns N, v V) error {
 // only.
 func (s *ReducingState[K, N, V]) AddCreating(key K, ns N, v V) (created bool, err error) {
 	if s.ttl != nil {
-		now := s.ttl.now()
-		old, ok, err := s.ttl.getFresh(key, ns, now)
-		if err != nil {
-			return false, err
-		}
-		if ok {
-			v = s.reduce(old, v)
-		}
-		err = s.ttl.putLive(key, ns, v, now)
-		return !ok && err == nil, err
+		return s.ttl.reduceNow(key, ns, v, s.reduce)
 	}
 	err = s.update(key, ns, func(old V, ok bool) V {
 		created = !ok

@@ -598,6 +598,7 @@ type valueTTL[K, N, V any] interface {
 	now() int64
 	getLive(key K, ns N) (V, bool, error)
 	getFresh(key K, ns N, now int64) (V, bool, error)
+	reduceNow(key K, ns N, v V, reduce func(acc, v V) V) (created bool, err error)
 	putLive(key K, ns N, v V, now int64) error
 	putNow(key K, ns N, v V) error
 	getAtLive(snap *Snapshot, key K, ns N) (V, bool, error)
@@ -715,8 +716,8 @@ func (c *ttlCells[K, N, V]) getLive(key K, ns N) (V, bool, error) {
 }
 
 // getFresh returns the live value of (key, ns) for a write that folds into
-// it (reducing, aggregating): an expired one is absent, whatever the
-// visibility, since a write starts its entry over.
+// it (aggregating): an expired one is absent, whatever the visibility,
+// since a write starts its entry over.
 func (c *ttlCells[K, N, V]) getFresh(key K, ns N, now int64) (V, bool, error) {
 	var zero V
 	s, ok, err := c.get(key, ns)
@@ -724,6 +725,36 @@ func (c *ttlCells[K, N, V]) getFresh(key K, ns N, now int64) (V, bool, error) {
 		return zero, false, err
 	}
 	return s.v, true, nil
+}
+
+// reduceNow folds v into the live value of (key, ns) with reduce (v
+// itself if it has none: an expired value is absent, whatever the
+// visibility, since a write starts its entry over), to expire the TTL
+// after the table's time, and reports whether it created the value. A
+// reducing state's Add in one walk of the map (cells.update) where
+// getFresh and putLive made two, and one call through the state's TTL
+// side where they made three. reduce is the state's own function, not a
+// closure: what a call through an interface is given escapes, and a
+// closure would be allocated each add. reduce may use the backend, as
+// Update's f may. (A TTL sum's Add of an int64 key: 618 -> 435
+// instructions, 338 without a TTL, callgrind at 1K keys;
+// BenchmarkReadModifyWrite at size=1000, op=ttl-reduce-add 51-59 -> 38-41
+// ns, op=reduce-add 30-40.)
+func (c *ttlCells[K, N, V]) reduceNow(key K, ns N, v V, reduce func(acc, v V) V) (created bool, err error) {
+	now := c.t.now()
+	exp := c.rt.expiry(now)
+	err = c.update(key, ns, func(old stamped[V], ok bool) stamped[V] {
+		if !ok || old.expired(now) {
+			created = true
+			return stamped[V]{v, exp}
+		}
+		return stamped[V]{reduce(old.v, v), exp}
+	})
+	if err != nil {
+		return false, err
+	}
+	c.after(now)
+	return created, nil
 }
 
 // putLive stores v for (key, ns), to expire the TTL after now.

@@ -16,7 +16,9 @@ import (
 // the Place between them; op=update is the state's Update (one
 // cow.Map.UpdateHashed). op=get-put is Get then Put, and op=ttl-get-put
 // the same on a state with a TTL (its time pinned, as a job pins it for a
-// batch), as BenchmarkValueUpdate in bench/ does at 1M keys. The states
+// batch), as BenchmarkValueUpdate in bench/ does at 1M keys;
+// op=reduce-add and op=ttl-reduce-add are a reducing state's Add (a sum)
+// without and with a TTL. The states
 // are built once per size and the ops run one after another on them,
 // twice: compare them within one run. An op is one key.
 //
@@ -54,14 +56,25 @@ func benchmarkReadModifyWrite(b *testing.B, size int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	sum := func(a, b int64) int64 { return a + b }
+	rd, err := NewReducing(t, "r", Int64, Void, Int64, sum)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdt, err := NewReducingWithTTL(t, "rt", Int64, Void, Int64, sum, TTL{Duration: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
 	t.PinTime(0)
 	for _, k := range keys {
 		v.Put(k, VoidNamespace{}, 1)
 		vt.Put(k, VoidNamespace{}, 1)
+		rd.Add(k, VoidNamespace{}, 1)
+		rdt.Add(k, VoidNamespace{}, 1)
 	}
 	inc := func(x int64) int64 { return x + 1 }
 	c := v.cells
-	ops := []string{"get", "find-store", "update", "get-put", "ttl-get-put"}
+	ops := []string{"get", "find-store", "update", "get-put", "ttl-get-put", "reduce-add", "ttl-reduce-add"}
 	for _, op := range append(ops, ops...) {
 		b.Run("op="+op, func(b *testing.B) {
 			var sum int64
@@ -83,6 +96,10 @@ func benchmarkReadModifyWrite(b *testing.B, size int) {
 				case "ttl-get-put":
 					x, _ := vt.Get(k, VoidNamespace{})
 					vt.Put(k, VoidNamespace{}, x+1)
+				case "reduce-add":
+					rd.Add(k, VoidNamespace{}, 1)
+				case "ttl-reduce-add":
+					rdt.Add(k, VoidNamespace{}, 1)
 				}
 			}
 		})
