@@ -92,6 +92,15 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) AddCreating(key K, ns N, in IN) (
 // ValueState.UpdateEach does. An error stops it, the keys before the
 // failing one added, and names the index. Writer goroutine only.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEach(keys []K, ns N, in func(i int) IN) error {
+	if s.ttl == nil && s.fixedKey.w == 0 {
+		return s.eachLocated(keys, ns, func(i int, h uint64, ck string, err error) error {
+			if err != nil {
+				return fmt.Errorf("keys[%d]: %w", i, err)
+			}
+			s.addLocated(h, ck, in(i))
+			return nil
+		})
+	}
 	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		if err := s.Add(keys[i], ns, in(i)); err != nil {
 			return fmt.Errorf("keys[%d]: %w", i, err)
@@ -100,12 +109,34 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEach(keys []K, ns N, in func(i
 	})
 }
 
+// addLocated is AddCreating without a TTL for the key that locate made
+// ck (hash h), for a batch that located it already (eachLocated).
+func (s *AggregatingState[K, N, IN, ACC, OUT]) addLocated(h uint64, ck string, in IN) (created bool) {
+	s.m.update(h, ck, true, func(acc ACC, ok bool) ACC {
+		if !ok {
+			created = true
+			acc = s.fn.CreateAccumulator()
+		}
+		return s.fn.Add(in, acc)
+	})
+	return created
+}
+
 // AddEachCreating is AddEach that calls added(i, created) once keys[i]
 // is added, created saying whether the add created the accumulator (as
 // AddCreating). An error stops it: the keys added are those added was
 // called for, and the error is Add's, as it returned it. Writer goroutine
 // only.
 func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEachCreating(keys []K, ns N, in func(i int) IN, added func(i int, created bool)) error {
+	if s.ttl == nil && s.fixedKey.w == 0 {
+		return s.eachLocated(keys, ns, func(i int, h uint64, ck string, err error) error {
+			if err != nil {
+				return err
+			}
+			added(i, s.addLocated(h, ck, in(i)))
+			return nil
+		})
+	}
 	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		created, err := s.AddCreating(keys[i], ns, in(i))
 		if err == nil {

@@ -90,6 +90,15 @@ func (s *ReducingState[K, N, V]) AddCreating(key K, ns N, v V) (created bool, er
 // ValueState.UpdateEach does. An error stops it, the keys before the
 // failing one added, and names the index. Writer goroutine only.
 func (s *ReducingState[K, N, V]) AddEach(keys []K, ns N, value func(i int) V) error {
+	if s.ttl == nil && s.fixedKey.w == 0 {
+		return s.eachLocated(keys, ns, func(i int, h uint64, ck string, err error) error {
+			if err != nil {
+				return fmt.Errorf("keys[%d]: %w", i, err)
+			}
+			s.addLocated(h, ck, value(i))
+			return nil
+		})
+	}
 	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		if err := s.Add(keys[i], ns, value(i)); err != nil {
 			return fmt.Errorf("keys[%d]: %w", i, err)
@@ -98,12 +107,34 @@ func (s *ReducingState[K, N, V]) AddEach(keys []K, ns N, value func(i int) V) er
 	})
 }
 
+// addLocated is AddCreating without a TTL for the key that locate made
+// ck (hash h), for a batch that located it already (eachLocated).
+func (s *ReducingState[K, N, V]) addLocated(h uint64, ck string, v V) (created bool) {
+	s.m.update(h, ck, true, func(old V, ok bool) V {
+		created = !ok
+		if ok {
+			return s.reduce(old, v)
+		}
+		return v
+	})
+	return created
+}
+
 // AddEachCreating is AddEach that calls added(i, created) once keys[i] is
 // added, created saying whether the add created the value (as
 // AddCreating). An error stops it: the keys added are those added was
 // called for, and the error is Add's, as it returned it. Writer goroutine
 // only.
 func (s *ReducingState[K, N, V]) AddEachCreating(keys []K, ns N, value func(i int) V, added func(i int, created bool)) error {
+	if s.ttl == nil && s.fixedKey.w == 0 {
+		return s.eachLocated(keys, ns, func(i int, h uint64, ck string, err error) error {
+			if err != nil {
+				return err
+			}
+			added(i, s.addLocated(h, ck, value(i)))
+			return nil
+		})
+	}
 	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		created, err := s.AddCreating(keys[i], ns, value(i))
 		if err == nil {

@@ -159,6 +159,20 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 // rest are not, and the error names the index and matches what Update's
 // would. Writer goroutine only.
 func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V) error {
+	if s.ttl == nil && s.fixedKey.w == 0 {
+		return s.eachLocated(keys, ns, func(i int, h uint64, ck string, err error) error {
+			if err != nil {
+				return fmt.Errorf("keys[%d]: %w", i, err)
+			}
+			s.m.update(h, ck, true, func(old V, ok bool) V {
+				if !ok {
+					old = s.def
+				}
+				return f(i, old)
+			})
+			return nil
+		})
+	}
 	if !s.direct8() {
 		return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 			if err := s.Update(keys[i], ns, func(old V) V { return f(i, old) }); err != nil {
@@ -204,6 +218,19 @@ func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V)
 // failed and not after, and the error names the index and matches what
 // Get's would. Writer goroutine only.
 func (s *ValueState[K, N, V]) GetEach(keys []K, ns N, f func(i int, v V)) error {
+	if s.ttl == nil && s.fixedKey.w == 0 {
+		return s.eachLocated(keys, ns, func(i int, h uint64, ck string, err error) error {
+			if err != nil {
+				return fmt.Errorf("keys[%d]: %w", i, err)
+			}
+			v, ok := s.m.get(h, ck)
+			if !ok {
+				v = s.def
+			}
+			f(i, v)
+			return nil
+		})
+	}
 	if !s.direct8() {
 		return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 			v, err := s.Get(keys[i], ns)

@@ -154,6 +154,12 @@ func eachBatch[K comparable, N any](t *rapid.T, p eachPair[K, N], ks []int, adds
 					t.Fatal(err)
 				}
 			}
+			if i%7 == reenter { // a batch inside a batch, of a key of the outer one too
+				nested := []K{p.key(ks[i] + 2), p.key(ks[(i+1)%len(ks)])}
+				if err := s.UpdateEach(nested, p.ns, func(_ int, old int64) int64 { return old + 3 }); err != nil {
+					t.Fatal(err)
+				}
+			}
 			return old*2 + adds[i]
 		}
 	}
