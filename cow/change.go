@@ -31,7 +31,10 @@ func (k ChangeKind) String() string {
 // DiffTrees. Old is the zero value for Added and New is the zero value for
 // Removed.
 type Change[K, V any] struct {
-	Kind     ChangeKind
-	Key      K
+	Kind ChangeKind
+	Key  K
+	// Hash is the key's hash in a diff of maps (the map's hash of Key; of a
+	// hash-keyed map, its one identity), 0 in a diff of trees.
+	Hash     uint64
 	Old, New V
 }

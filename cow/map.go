@@ -31,6 +31,7 @@ type Map[K comparable, V any] struct {
 	hash      func(K) uint64
 	equal     func(a, b V) bool
 	oneWord   bool // equal is BytesEqual and V one aligned word (sameValue)
+	hashKeyed bool // K is NoKey: an entry's hash is its identity (NewHashKeyedMap)
 	// growShift: a leaf an insert outgrows grows by len>>growShift entries
 	// (a quarter, or an eighth after SetCompactLeaves).
 	growShift uint8

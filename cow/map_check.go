@@ -7,7 +7,7 @@ import "fmt"
 // (a subtree is a leaf exactly when it has at most mapLeafMax entries),
 // subtree counts against Len, hash order and hash prefixes of every entry
 // against its path, that each cached hash is the key's hash, that no key
-// appears twice, that no branch carries an epoch newer than the owner's, and
+// appears twice (in a hash-keyed map, no hash), that no branch carries an epoch newer than the owner's, and
 // that a branch's owned bitmap marks leaves only.
 // Cost O(n); writer goroutine only (or with the writer quiescent).
 func (m *Map[K, V]) Check() error {
@@ -71,7 +71,11 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64) erro
 		return fmt.Errorf("%w: leaf at depth %d has %d entries, more than %d", ErrInvariant, depth, len(ents), mapLeafMax)
 	}
 	for i, e := range ents {
-		if h := c.m.hash(e.key); h != e.hash {
+		if c.m.hashKeyed {
+			if i > 0 && ents[i-1].hash == e.hash {
+				return fmt.Errorf("%w: hash %#x appears twice in a hash-keyed map", ErrInvariant, e.hash)
+			}
+		} else if h := c.m.hash(e.key); h != e.hash {
 			return fmt.Errorf("%w: entry %v cached hash %#x, hash is %#x", ErrInvariant, e.key, e.hash, h)
 		}
 		if i > 0 && ents[i-1].hash > e.hash {
@@ -79,6 +83,9 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64) erro
 		}
 		if depth > 0 && e.hash>>(64-mapBits*depth) != prefix {
 			return fmt.Errorf("%w: entry %v at depth %d does not match its path", ErrInvariant, e.key, depth)
+		}
+		if c.m.hashKeyed {
+			continue // its hash is its key: the order checks above find twins
 		}
 		if _, dup := c.seen[e.key]; dup {
 			return fmt.Errorf("%w: key %v appears twice", ErrInvariant, e.key)

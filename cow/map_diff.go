@@ -308,12 +308,12 @@ func (d *mapDiff[K, V]) entries(x, y []mapEntry[K, V]) bool {
 	for i < len(x) || j < len(y) {
 		switch {
 		case j == len(y) || (i < len(x) && x[i].hash < y[j].hash):
-			if !d.emit(Change[K, V]{Kind: Removed, Key: x[i].key, Old: x[i].val}) {
+			if !d.emit(Change[K, V]{Kind: Removed, Key: x[i].key, Hash: x[i].hash, Old: x[i].val}) {
 				return false
 			}
 			i++
 		case i == len(x) || y[j].hash < x[i].hash:
-			if !d.emit(Change[K, V]{Kind: Added, Key: y[j].key, New: y[j].val}) {
+			if !d.emit(Change[K, V]{Kind: Added, Key: y[j].key, Hash: y[j].hash, New: y[j].val}) {
 				return false
 			}
 			j++
@@ -341,16 +341,16 @@ func (d *mapDiff[K, V]) run(x, y []mapEntry[K, V]) bool {
 		if d.equal(x[0].val, y[0].val) {
 			return true
 		}
-		return d.emit(Change[K, V]{Kind: Changed, Key: x[0].key, Old: x[0].val, New: y[0].val})
+		return d.emit(Change[K, V]{Kind: Changed, Key: x[0].key, Hash: x[0].hash, Old: x[0].val, New: y[0].val})
 	}
 	for _, ex := range x {
-		c := Change[K, V]{Kind: Removed, Key: ex.key, Old: ex.val}
+		c := Change[K, V]{Kind: Removed, Key: ex.key, Hash: ex.hash, Old: ex.val}
 		for _, ey := range y {
 			if ey.key == ex.key {
 				if d.equal(ex.val, ey.val) {
 					c.Kind = 0
 				} else {
-					c = Change[K, V]{Kind: Changed, Key: ex.key, Old: ex.val, New: ey.val}
+					c = Change[K, V]{Kind: Changed, Key: ex.key, Hash: ex.hash, Old: ex.val, New: ey.val}
 				}
 				break
 			}
@@ -367,7 +367,7 @@ func (d *mapDiff[K, V]) run(x, y []mapEntry[K, V]) bool {
 				break
 			}
 		}
-		if !found && !d.emit(Change[K, V]{Kind: Added, Key: ey.key, New: ey.val}) {
+		if !found && !d.emit(Change[K, V]{Kind: Added, Key: ey.key, Hash: ey.hash, New: ey.val}) {
 			return false
 		}
 	}

@@ -27,14 +27,14 @@ func wantChanges(a, b map[int]int, hash func(int) uint64) []Change[int, int] {
 	var cs []Change[int, int]
 	for k, va := range a {
 		if vb, ok := b[k]; !ok {
-			cs = append(cs, Change[int, int]{Kind: Removed, Key: k, Old: va})
+			cs = append(cs, Change[int, int]{Kind: Removed, Key: k, Hash: hash(k), Old: va})
 		} else if va != vb {
-			cs = append(cs, Change[int, int]{Kind: Changed, Key: k, Old: va, New: vb})
+			cs = append(cs, Change[int, int]{Kind: Changed, Key: k, Hash: hash(k), Old: va, New: vb})
 		}
 	}
 	for k, vb := range b {
 		if _, ok := a[k]; !ok {
-			cs = append(cs, Change[int, int]{Kind: Added, Key: k, New: vb})
+			cs = append(cs, Change[int, int]{Kind: Added, Key: k, Hash: hash(k), New: vb})
 		}
 	}
 	slices.SortFunc(cs, func(x, y Change[int, int]) int {

@@ -408,7 +408,7 @@ func TestMap_DiffCost(t *testing.T) {
 	var changes []Change[int, int]
 	d = mapDiff[int, int]{equal: Equal[int], yield: func(c Change[int, int]) bool { changes = append(changes, c); return true }, check: func() {}}
 	d.slots(&a.root, &b.root, 0)
-	if len(changes) != 1 || changes[0] != (Change[int, int]{Kind: Changed, Key: 42, Old: 42, New: -1}) {
+	if len(changes) != 1 || changes[0] != (Change[int, int]{Kind: Changed, Key: 42, Hash: hashInt(42), Old: 42, New: -1}) {
 		t.Fatalf("changes = %v", changes)
 	}
 	if d.visited > 5 {

@@ -1,0 +1,144 @@
+package cow
+
+import (
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// A hash-keyed map is a map from hashes to values: against a builtin map
+// of the same hashes, across captures, every write and read by hash, the
+// diff of each pair of versions (each change naming its hash), scans in
+// hash order, a restore of a version by SetRun, and Check. The hashes are
+// drawn so that many share long prefixes (deep branches, leaves at the
+// last depth) and some differ in one bit only.
+func TestHashKeyedMap_IsAMapOfHashes(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	draw := func() uint64 {
+		switch r.IntN(4) {
+		case 0:
+			return 0xABCD<<48 | r.Uint64N(64) // one deep corner
+		case 1:
+			return r.Uint64N(4) << 62 // few distinct
+		}
+		return r.Uint64()
+	}
+	m := NewHashKeyedMap[int64](NewOwner(), nil)
+	model := map[uint64]int64{}
+	var snaps []*MapSnapshot[NoKey, int64]
+	var models []map[uint64]int64
+	for round := range 8 {
+		for range 600 {
+			h := draw()
+			switch r.IntN(5) {
+			case 0:
+				_, ok := m.DeleteHashed(h, NoKey{})
+				if _, want := model[h]; ok != want {
+					t.Fatalf("DeleteHashed(%#x) = %v, want %v", h, ok, want)
+				}
+				delete(model, h)
+			case 1:
+				m.UpdateHashed(h, NoKey{}, func(old int64, ok bool) int64 { return old + 1 }, nil)
+				model[h]++
+			default:
+				v := r.Int64N(4)
+				m.SetHashed(h, NoKey{}, v, nil)
+				model[h] = v
+			}
+		}
+		if err := m.Check(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for h, want := range model {
+			if got, ok := m.GetHashed(h, NoKey{}); !ok || got != want {
+				t.Fatalf("round %d: GetHashed(%#x) = %d, %v, want %d", round, h, got, ok, want)
+			}
+		}
+		snaps = append(snaps, m.Snapshot())
+		models = append(models, maps.Clone(model))
+	}
+	for i, s := range snaps {
+		var hs []uint64
+		s.ScanLeaves(0, ^uint64(0), func(ents []MapEntry[NoKey, int64]) bool {
+			for _, e := range ents {
+				if models[i][e.Hash] != e.Val {
+					t.Fatalf("version %d: %#x holds %d, want %d", i, e.Hash, e.Val, models[i][e.Hash])
+				}
+				hs = append(hs, e.Hash)
+			}
+			return true
+		})
+		if want := slices.Sorted(maps.Keys(models[i])); !slices.Equal(hs, want) {
+			t.Fatalf("version %d: scan gives %d hashes, want %d in order", i, len(hs), len(want))
+		}
+		for j, u := range snaps {
+			got := map[uint64]Change[NoKey, int64]{}
+			for ch := range DiffMaps(s, u) {
+				if _, twice := got[ch.Hash]; twice {
+					t.Fatalf("diff %d -> %d names %#x twice", i, j, ch.Hash)
+				}
+				got[ch.Hash] = ch
+			}
+			want := map[uint64]Change[NoKey, int64]{}
+			for h, a := range models[i] {
+				if b, ok := models[j][h]; !ok {
+					want[h] = Change[NoKey, int64]{Kind: Removed, Hash: h, Old: a}
+				} else if a != b {
+					want[h] = Change[NoKey, int64]{Kind: Changed, Hash: h, Old: a, New: b}
+				}
+			}
+			for h, b := range models[j] {
+				if _, ok := models[i][h]; !ok {
+					want[h] = Change[NoKey, int64]{Kind: Added, Hash: h, New: b}
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("diff %d -> %d: %d changes, want %d", i, j, len(got), len(want))
+			}
+		}
+	}
+	// A version restored from its entries is that version.
+	last := len(snaps) - 1
+	var run []MapEntry[NoKey, int64]
+	snaps[last].ScanLeaves(0, ^uint64(0), func(ents []MapEntry[NoKey, int64]) bool {
+		run = append(run, ents...)
+		return true
+	})
+	restored := NewHashKeyedMap[int64](NewOwner(), nil)
+	restored.SetRun(run)
+	if err := restored.Check(); err != nil {
+		t.Fatal(err)
+	}
+	rs := restored.Snapshot()
+	for range DiffMaps(snaps[last], rs) {
+		t.Fatal("the restored version differs")
+	}
+	for _, s := range snaps {
+		s.Release()
+	}
+}
+
+// A hash-keyed map has no hash of keys: a call that would hash one panics
+// and says what to call instead.
+func TestHashKeyedMap_KeyCallsPanic(t *testing.T) {
+	m := NewHashKeyedMap[int64](NewOwner(), nil)
+	m.SetHashed(7, NoKey{}, 1, nil)
+	for name, call := range map[string]func(){
+		"Get":    func() { m.Get(NoKey{}) },
+		"Set":    func() { m.Set(NoKey{}, 1) },
+		"Delete": func() { m.Delete(NoKey{}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s did not panic", name)
+				}
+			}()
+			call()
+		}()
+	}
+	if v, ok := m.GetHashed(7, NoKey{}); !ok || v != 1 {
+		t.Fatalf("GetHashed(7) = %d, %v", v, ok)
+	}
+}
