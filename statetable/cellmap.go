@@ -101,9 +101,57 @@ func key8Str(k uint64) string {
 	return string(b[:])
 }
 
-// key8Hash is the entry hash of the key8 map's key k: that of its
-// composite key (compositeHash), computed from the word.
-func key8Hash(k uint64) uint64 { return fixedEntryHash(hash8(k)) }
+// key8Hash is the hash the key8 map holds the entry of key k under: the
+// key's own hash (hash8 of the word, HashKey of the key's 8 bytes). hash8
+// is one to one on 64 bits, so the map keeps the hash alone
+// (cow.NewHashKeyedMap) and recovers the key from it (unhash8): an entry
+// of an int64 cell is 16 bytes, not 24 with the key beside its hash,
+// which is a third less for a lookup to read, a copy-on-write to copy and
+// the heap to hold (BenchmarkJob, BenchmarkMemory impl=state: decision
+// 0057). The entry's entry hash (the order of scans, diffs and files) is
+// fixedEntryHash of it: the key hash's leading keyHashBits bits, so the
+// map's order is entry-hash order, and entries of one entry hash (keys
+// whose 40-bit hashes collide) are adjacent, in the order of the rest of
+// their key hashes.
+func key8Hash(k uint64) uint64 { return hash8(k) }
+
+// lowBits are the bits of an entry hash below the key hash's leading
+// keyHashBits.
+const lowBits = 1<<(64-keyHashBits) - 1
+
+// key8From returns the least key8 map hash whose entry hash is at least
+// eh, and false if there is none.
+func key8From(eh uint64) (uint64, bool) {
+	top := eh &^ lowBits
+	switch {
+	case eh&lowBits <= voidLow:
+		return top, true
+	case top == ^uint64(lowBits):
+		return 0, false
+	}
+	return top + lowBits + 1, true
+}
+
+// key8Through returns the greatest key8 map hash whose entry hash is at
+// most eh, and false if there is none.
+func key8Through(eh uint64) (uint64, bool) {
+	top := eh &^ lowBits
+	switch {
+	case eh&lowBits >= voidLow:
+		return top | lowBits, true
+	case top == 0:
+		return 0, false
+	}
+	return top - 1, true
+}
+
+// key8Range returns the key8 map hashes [lo8, hi8] of the entries whose
+// entry hashes are in [lo, hi], and false if no entry can be.
+func key8Range(lo, hi uint64) (lo8, hi8 uint64, ok bool) {
+	lo8, okLo := key8From(lo)
+	hi8, okHi := key8Through(hi)
+	return lo8, hi8, okLo && okHi && lo8 <= hi8
+}
 
 // compareKey8 orders key8 map keys as their composite keys' bytes order.
 func compareKey8(a, b uint64) int { return cmp.Compare(bits.ReverseBytes64(a), bits.ReverseBytes64(b)) }
@@ -149,7 +197,7 @@ func inlineHash[K inlineKey](k K) uint64 { return compositeHash(keyStr(&k)) }
 // goroutine only.
 type cellMap[C any] struct {
 	owner *cow.Owner
-	k8    *cow.Map[uint64, C]
+	k8    *cow.Map[cow.NoKey, C] // by key8Hash
 	k15   *cow.Map[key15, C]
 	k31   *cow.Map[key31, C]
 	long  *cow.Map[string, C]
@@ -158,7 +206,7 @@ type cellMap[C any] struct {
 func newCellMap[C any](owner *cow.Owner, equal func(a, b C) bool) cellMap[C] {
 	return cellMap[C]{
 		owner: owner,
-		k8:    cow.NewMap(owner, key8Hash, equal),
+		k8:    cow.NewHashKeyedMap(owner, equal),
 		k15:   cow.NewMap(owner, inlineHash[key15], equal),
 		k31:   cow.NewMap(owner, inlineHash[key31], equal),
 		long:  cow.NewMap(owner, compositeHash, equal),
@@ -202,7 +250,8 @@ func classOf(ck string) keyClass {
 
 // prefetch asks for the entries of the hashes hs, hs[i] in the map of
 // class classes[i] (cow.Map.Prefetch), a map at a time in the order the
-// hashes come. A hint.
+// hashes come: each the hash its map holds the entry under (mapHash). A
+// hint.
 func (m *cellMap[C]) prefetch(hs []uint64, classes []keyClass) {
 	for from := 0; from < len(hs); {
 		to := from + 1
@@ -223,11 +272,20 @@ func (m *cellMap[C]) prefetch(hs []uint64, classes []keyClass) {
 	}
 }
 
+// mapHash returns the hash the map of composite key ck holds its entry
+// under, for an entry hash h: h, or a key8 entry's key8Hash.
+func mapHash(h uint64, ck string) uint64 {
+	if isKey8(ck) {
+		return key8Hash(key8Of(ck))
+	}
+	return h
+}
+
 // get returns the cell of composite key ck, whose entry hash is h.
 func (m *cellMap[C]) get(h uint64, ck string) (C, bool) {
 	switch {
 	case isKey8(ck):
-		return m.k8.GetHashed(h, key8Of(ck))
+		return m.k8.GetHashed(key8Hash(key8Of(ck)), cow.NoKey{})
 	case len(ck) <= key15Max:
 		return m.k15.GetHashed(h, makeKey[key15](ck))
 	case len(ck) <= key31Max:
@@ -241,7 +299,7 @@ func (m *cellMap[C]) get(h uint64, ck string) (C, bool) {
 func (m *cellMap[C]) set(h uint64, ck string, cell C, clone bool) {
 	switch {
 	case isKey8(ck):
-		m.k8.SetHashed(h, key8Of(ck), cell, nil)
+		m.k8.SetHashed(key8Hash(key8Of(ck)), cow.NoKey{}, cell, nil)
 	case len(ck) <= key15Max:
 		m.k15.SetHashed(h, makeKey[key15](ck), cell, nil)
 	case len(ck) <= key31Max:
@@ -261,7 +319,7 @@ func (m *cellMap[C]) set(h uint64, ck string, cell C, clone bool) {
 func (m *cellMap[C]) update(h uint64, ck string, clone bool, f func(old C, ok bool) C) {
 	switch {
 	case isKey8(ck):
-		m.k8.UpdateHashed(h, key8Of(ck), f, nil)
+		m.k8.UpdateHashed(key8Hash(key8Of(ck)), cow.NoKey{}, f, nil)
 	case len(ck) <= key15Max:
 		m.k15.UpdateHashed(h, makeKey[key15](ck), f, nil)
 	case len(ck) <= key31Max:
@@ -279,7 +337,7 @@ func (m *cellMap[C]) update(h uint64, ck string, clone bool, f func(old C, ok bo
 func (m *cellMap[C]) delete(h uint64, ck string) {
 	switch {
 	case isKey8(ck):
-		m.k8.DeleteHashed(h, key8Of(ck))
+		m.k8.DeleteHashed(key8Hash(key8Of(ck)), cow.NoKey{})
 	case len(ck) <= key15Max:
 		m.k15.DeleteHashed(h, makeKey[key15](ck))
 	case len(ck) <= key31Max:
@@ -312,7 +370,7 @@ func (m *cellMap[C]) view(c *cow.Capture) cellView[C] {
 // order.
 type cellRun[C any] struct {
 	n, added int
-	r8       runOf[uint64, C]
+	r8       runOf[cow.NoKey, C] // by key8Hash
 	r15      runOf[key15, C]
 	r31      runOf[key31, C]
 	long     runOf[string, C]
@@ -333,8 +391,7 @@ func (r *cellRun[C]) add(h uint64, ck string, cell C) {
 	room := r.room()
 	switch {
 	case isKey8(ck):
-		e := r.r8.next(room, h, ck, key8Ref)
-		e.Key, e.Val = key8Of(ck), cell
+		r.r8.next(room, key8Hash(key8Of(ck)), ck, noKeyRef).Val = cell
 	case len(ck) <= key15Max:
 		e := r.r15.next(room, h, ck, keyStr[key15])
 		e.Key, e.Val = makeKey[key15](ck), cell
@@ -349,15 +406,16 @@ func (r *cellRun[C]) add(h uint64, ck string, cell C) {
 
 // storeRun stores what r collected; r must not be used afterwards.
 func (m *cellMap[C]) storeRun(r *cellRun[C]) {
-	m.k8.SetRun(r.r8.finish(key8Ref))
+	m.k8.SetRun(r.r8.finish(noKeyRef))
 	m.k15.SetRun(r.r15.finish(keyStr[key15]))
 	m.k31.SetRun(r.r31.finish(keyStr[key31]))
 	m.long.SetRun(r.long.finish(func(k *string) string { return *k }))
 	*r = cellRun[C]{}
 }
 
-// key8Ref is key8Str for runOf, which compares keys only on equal hashes.
-func key8Ref(k *uint64) string { return key8Str(*k) }
+// noKeyRef reads the key of the key8 map's run as runOf compares keys, on
+// equal hashes only: there, equal keys (key8Hash is one to one).
+func noKeyRef(*cow.NoKey) string { return "" }
 
 // runOf collects a run of restored entries for cow.Map.SetRun.
 type runOf[K comparable, C any] struct {
@@ -419,7 +477,7 @@ func (r *runOf[K, C]) finish(str func(*K) string) []cow.MapEntry[K, C] {
 // cellView is a cellMap frozen by a capture. Any goroutine while the
 // capture is live.
 type cellView[C any] struct {
-	k8   *cow.MapSnapshot[uint64, C]
+	k8   *cow.MapSnapshot[cow.NoKey, C] // by key8Hash
 	k15  *cow.MapSnapshot[key15, C]
 	k31  *cow.MapSnapshot[key31, C]
 	long *cow.MapSnapshot[string, C]
@@ -429,7 +487,11 @@ func (v cellView[C]) len() int { return v.k8.Len() + v.k15.Len() + v.k31.Len() +
 
 // passed is cow.MapSnapshot.Passed of each of the view's maps.
 func (v cellView[C]) passed(below uint64) {
-	v.k8.Passed(below)
+	if below8, ok := key8From(below); ok {
+		v.k8.Passed(below8)
+	} else {
+		v.k8.Passed(math.MaxUint64)
+	}
 	v.k15.Passed(below)
 	v.k31.Passed(below)
 	v.long.Passed(below)
@@ -438,7 +500,7 @@ func (v cellView[C]) passed(below uint64) {
 func (v cellView[C]) get(h uint64, ck string) (C, bool) {
 	switch {
 	case isKey8(ck):
-		return v.k8.GetHashed(h, key8Of(ck))
+		return v.k8.GetHashed(key8Hash(key8Of(ck)), cow.NoKey{})
 	case len(ck) <= key15Max:
 		return v.k15.GetHashed(h, makeKey[key15](ck))
 	case len(ck) <= key31Max:
@@ -477,7 +539,7 @@ func (v cellView[C]) diff(prev cellView[C], yield func(cow.Change[string, C]) bo
 		inlineDiff(prev.k31, v.k31),
 		{v.long.Len() + prev.long.Len(), func(yield func(uint64, string, change) bool) {
 			for ch := range cow.DiffMaps(prev.long, v.long) {
-				if !yield(compositeHash(ch.Key), ch.Key, ch) {
+				if !yield(ch.Hash, ch.Key, ch) {
 					return
 				}
 			}
@@ -511,11 +573,17 @@ func inlineSource[K inlineKey, C any](m *cow.MapSnapshot[K, C]) scanSource[C] {
 }
 
 // key8Source is the key8 map as a scanSource: keys as strings of their
-// own (key8Strings).
-func key8Source[C any](m *cow.MapSnapshot[uint64, C]) scanSource[C] {
+// own (key8Strings), recovered from the hashes the map holds.
+func key8Source[C any](m *cow.MapSnapshot[cow.NoKey, C]) scanSource[C] {
 	return scanSource[C]{m.Len(), func(lo, hi uint64, yield func(uint64, string, C) bool) {
+		lo8, hi8, ok := key8Range(lo, hi)
+		if !ok {
+			return
+		}
 		var strs key8Strings
-		m.ScanRefs(lo, hi, func(h uint64, k *uint64, cell C) bool { return yield(h, strs.of(*k), cell) })
+		m.ScanRefs(lo8, hi8, func(h uint64, _ *cow.NoKey, cell C) bool {
+			return yield(fixedEntryHash(h), strs.of(unhash8(h)), cell)
+		})
 	}}
 }
 
@@ -532,7 +600,7 @@ func inlineDiff[K inlineKey, C any](prev, next *cow.MapSnapshot[K, C]) diffSourc
 	return diffSource[C]{prev.Len() + next.Len(), func(yield func(uint64, string, cow.Change[string, C]) bool) {
 		for ch := range cow.DiffMaps(prev, next) {
 			ck := string(keyStr(&ch.Key))
-			if !yield(compositeHash(ck), ck, cow.Change[string, C]{Kind: ch.Kind, Key: ck, Old: ch.Old, New: ch.New}) {
+			if !yield(ch.Hash, ck, cow.Change[string, C]{Kind: ch.Kind, Key: ck, Hash: ch.Hash, Old: ch.Old, New: ch.New}) {
 				return
 			}
 		}
@@ -540,12 +608,12 @@ func inlineDiff[K inlineKey, C any](prev, next *cow.MapSnapshot[K, C]) diffSourc
 }
 
 // key8Diff is inlineDiff of two versions of the key8 map.
-func key8Diff[C any](prev, next *cow.MapSnapshot[uint64, C]) diffSource[C] {
+func key8Diff[C any](prev, next *cow.MapSnapshot[cow.NoKey, C]) diffSource[C] {
 	return diffSource[C]{prev.Len() + next.Len(), func(yield func(uint64, string, cow.Change[string, C]) bool) {
 		var strs key8Strings
 		for ch := range cow.DiffMaps(prev, next) {
-			ck := strs.of(ch.Key)
-			if !yield(key8Hash(ch.Key), ck, cow.Change[string, C]{Kind: ch.Kind, Key: ck, Old: ch.Old, New: ch.New}) {
+			ck, h := strs.of(unhash8(ch.Hash)), fixedEntryHash(ch.Hash)
+			if !yield(h, ck, cow.Change[string, C]{Kind: ch.Kind, Key: ck, Hash: h, Old: ch.Old, New: ch.New}) {
 				return
 			}
 		}

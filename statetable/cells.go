@@ -155,15 +155,16 @@ func (c *cells[K, N, C]) checkFixedGroup(h uint64) error {
 	return c.checkGroup(h)
 }
 
-// locate8 returns the entry hash and the key8 map's key of an 8-byte key
-// (c.fixedKey.w == 8) with no namespace, with no key-group check: small
+// locate8 returns the key8 map's hash of an 8-byte key (c.fixedKey.w ==
+// 8) with no namespace (key8Hash: the key's hash, which the key8 map
+// holds the entry under), with no key-group check: small
 // enough to be inlined, so that get, put and update on a table that owns
 // every key group make no call before the map's (BenchmarkReadModifyWrite
 // at size=1000: decision 0041). Every state of int64, uint64 or float64
 // keys without windows goes this way: the per-event path of BenchmarkJob.
-func (c *cells[K, N, C]) locate8(key K) (uint64, uint64) {
+func (c *cells[K, N, C]) locate8(key K) uint64 {
 	k := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&key)) ^ c.fixedKey.flip) // the big-endian bytes, read little-endian
-	return key8Hash(k), k
+	return key8Hash(k)
 }
 
 // fixedEntryHash is the entry hash of a key of hash keyHash with no
@@ -173,14 +174,14 @@ func fixedEntryHash(keyHash uint64) uint64 {
 	return keyHash&^low | voidLow
 }
 
-// location is a located (key, ns): its entry hash and its key as one of
-// the maps holds it: the key8 map's word or a key15 when the state's keys
-// are fixed-width with no namespace (locate8, locateFixed), else the
-// bytes locate returns (valid until the next locate).
+// location is a located (key, ns): its hash and its key as one of the
+// maps holds them: a key8 entry's hash alone (locate8), a key15 and its
+// entry hash when the state's keys are fixed-width with no namespace
+// (locateFixed), else the entry hash and the bytes locate returns (valid
+// until the next locate).
 type location struct {
 	h     uint64
 	ck    string
-	k8    uint64
 	k     key15
 	class locClass
 }
@@ -189,7 +190,7 @@ type locClass uint8
 
 const (
 	locBytes locClass = iota // ck
-	locKey8                  // k8
+	locKey8                  // h alone
 	locKey15                 // k
 )
 
@@ -198,8 +199,8 @@ const (
 func (c *cells[K, N, C]) find(key K, ns N) (location, error) {
 	switch c.fixedKey.w {
 	case 8:
-		h, k := c.locate8(key)
-		return location{h: h, k8: k, class: locKey8}, c.checkFixedGroup(h)
+		h := c.locate8(key)
+		return location{h: h, class: locKey8}, c.checkFixedGroup(h)
 	case 0:
 		h, ck, err := c.locate(key, ns)
 		return location{h: h, ck: ck}, err
@@ -211,7 +212,7 @@ func (c *cells[K, N, C]) find(key K, ns N) (location, error) {
 func (m *cellMap[C]) getLoc(l *location) (C, bool) {
 	switch l.class {
 	case locKey8:
-		return m.k8.GetHashed(l.h, l.k8)
+		return m.k8.GetHashed(l.h, cow.NoKey{})
 	case locKey15:
 		return m.k15.GetHashed(l.h, l.k)
 	}
@@ -221,7 +222,7 @@ func (m *cellMap[C]) getLoc(l *location) (C, bool) {
 func (m *cellMap[C]) setLoc(l *location, cell C) {
 	switch l.class {
 	case locKey8:
-		m.k8.SetHashed(l.h, l.k8, cell, nil)
+		m.k8.SetHashed(l.h, cow.NoKey{}, cell, nil)
 	case locKey15:
 		m.k15.SetHashed(l.h, l.k, cell, nil)
 	default:
@@ -232,7 +233,7 @@ func (m *cellMap[C]) setLoc(l *location, cell C) {
 func (m *cellMap[C]) deleteLoc(l *location) {
 	switch l.class {
 	case locKey8:
-		m.k8.DeleteHashed(l.h, l.k8)
+		m.k8.DeleteHashed(l.h, cow.NoKey{})
 	case locKey15:
 		m.k15.DeleteHashed(l.h, l.k)
 	default:
@@ -243,12 +244,12 @@ func (m *cellMap[C]) deleteLoc(l *location) {
 // get returns the cell of (key, ns).
 func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 	if c.fixedKey.w == 8 {
-		h, k := c.locate8(key)
+		h := c.locate8(key)
 		if err := c.checkFixedGroup(h); err != nil {
 			var zero C
 			return zero, false, err
 		}
-		v, ok := c.m.k8.GetHashed(h, k)
+		v, ok := c.m.k8.GetHashed(h, cow.NoKey{})
 		return v, ok, nil
 	}
 	if c.fixedKey.w != 0 {
@@ -272,10 +273,10 @@ func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 // put stores the cell of (key, ns).
 func (c *cells[K, N, C]) put(key K, ns N, v C) error {
 	if c.fixedKey.w == 8 {
-		h, k := c.locate8(key)
+		h := c.locate8(key)
 		err := c.checkFixedGroup(h)
 		if err == nil {
-			c.m.k8.SetHashed(h, k, v, nil)
+			c.m.k8.SetHashed(h, cow.NoKey{}, v, nil)
 		}
 		return err
 	}
@@ -300,10 +301,10 @@ func (c *cells[K, N, C]) put(key K, ns N, v C) error {
 // may use the state itself (the scratch buffer is set aside meanwhile).
 func (c *cells[K, N, C]) update(key K, ns N, f func(old C, ok bool) C) error {
 	if c.fixedKey.w == 8 {
-		h, k := c.locate8(key)
+		h := c.locate8(key)
 		err := c.checkFixedGroup(h)
 		if err == nil {
-			c.m.k8.UpdateHashed(h, k, f, nil)
+			c.m.k8.UpdateHashed(h, cow.NoKey{}, f, nil)
 		}
 		return err
 	}
@@ -352,13 +353,13 @@ func (c *cells[K, N, C]) prefetch(keys []K, ns N) {
 		var classes [prefetchGroup]keyClass
 		for _, key := range keys {
 			if h, ck, err := c.locate(key, ns); err == nil {
-				hs[n], classes[n], n = h, classOf(ck), n+1
+				hs[n], classes[n], n = mapHash(h, ck), classOf(ck), n+1
 			}
 		}
 		c.m.prefetch(hs[:n], classes[:n])
 	case 8:
 		for _, key := range keys {
-			h, _ := c.locate8(key)
+			h := c.locate8(key)
 			if c.checkFixedGroup(h) == nil {
 				hs[n], n = h, n+1
 			}
@@ -420,7 +421,7 @@ func (c *cells[K, N, C]) eachLocated(keys []K, ns N, op func(i int, h uint64, ck
 			g.buf = append(g.buf, ck...)
 			g.ends[j] = len(g.buf)
 			if err == nil {
-				hs[n], classes[n], n = h, classOf(ck), n+1
+				hs[n], classes[n], n = mapHash(h, ck), classOf(ck), n+1
 			}
 		}
 		if c.m.len() >= c.prefetchFrom {
@@ -458,10 +459,10 @@ func (c *cells[K, N, C]) prefetchEncoded(key, ns string) {
 	c.m.prefetch([]uint64{h}, []keyClass{class})
 }
 
-// locateEncoded returns the entry hash and the map of the composite key
-// of a key and namespace encoded as key and ns: what locate returns for
-// the typed key and namespace (class as classOf of its composite key),
-// without building the composite key.
+// locateEncoded returns the hash its map holds the entry under (mapHash)
+// and the map of the composite key of a key and namespace encoded as key
+// and ns: what locate returns for the typed key and namespace (class as
+// classOf of its composite key), without building the composite key.
 func locateEncoded(key, ns string) (uint64, keyClass) {
 	h := EntryHash(HashKey(readOnlyBytes(key)), readOnlyBytes(ns))
 	// The composite key is the key's length (a uvarint: one byte below
@@ -469,7 +470,7 @@ func locateEncoded(key, ns string) (uint64, keyClass) {
 	// the namespace.
 	switch n := 1 + len(key) + len(ns); {
 	case n == 9 && len(key) == 8:
-		return h, class8
+		return key8Hash(binary.LittleEndian.Uint64(readOnlyBytes(key))), class8
 	case n <= key15Max:
 		return h, class15
 	case n <= key31Max:
@@ -481,10 +482,10 @@ func locateEncoded(key, ns string) (uint64, keyClass) {
 // clear removes the cell of (key, ns).
 func (c *cells[K, N, C]) clear(key K, ns N) error {
 	if c.fixedKey.w == 8 {
-		h, k := c.locate8(key)
+		h := c.locate8(key)
 		err := c.checkFixedGroup(h)
 		if err == nil {
-			c.m.k8.DeleteHashed(h, k)
+			c.m.k8.DeleteHashed(h, cow.NoKey{})
 		}
 		return err
 	}

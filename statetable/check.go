@@ -2,6 +2,7 @@ package statetable
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/cowstate/cowstate/cow"
 )
@@ -31,10 +32,13 @@ func (c *cells[K, N, C]) check() error {
 			return err
 		}
 	}
-	for k := range c.m.k8.All() {
-		if err := c.checkKey(key8Str(k)); err != nil {
-			return err
-		}
+	var err error
+	c.m.k8.ScanLive(0, math.MaxUint64, func(h uint64, _ *cow.NoKey, _ C) bool {
+		err = c.checkKey(key8Str(unhash8(h)))
+		return err == nil
+	})
+	if err != nil {
+		return err
 	}
 	for k := range c.m.k15.All() {
 		if err := c.checkKey(keyStr(&k)); err != nil {

@@ -94,32 +94,14 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 	// All entries are in one map of small keys: its leaves are encoded
 	// as they are, an entry's key blob written from the key held.
 	cc := &c.cell
-	var order []int // a run of equal hashes, sorted by key
 	if v.k8.Len() > 0 {
-		words := littleEndian && cc.fixed.w == 8
-		v.k8.ScanLeaves(lo, hi, func(ents []cow.MapEntry[uint64, C]) bool {
-			n += len(ents)
-			if words && distinctHashes(ents) {
-				dst = appendLeaf8(dst, ents, cc.fixed.flip)
-				return true
-			}
-			for i := 0; i < len(ents); i++ {
-				if i+1 == len(ents) || ents[i+1].Hash != ents[i].Hash {
-					k := key15Of8(ents[i].Key)
-					dst = appendEntry15(dst, &k, &ents[i].Val, cc)
-					continue
-				}
-				j := equalHashRun(ents, i, &order, func(a, b *uint64) int { return compareKey8(*a, *b) })
-				for _, x := range order {
-					k := key15Of8(ents[x].Key)
-					dst = appendEntry15(dst, &k, &ents[x].Val, cc)
-				}
-				i = j - 1
-			}
-			return true
-		})
-		return dst, n
+		lo8, hi8, ok := key8Range(lo, hi)
+		if !ok {
+			return dst, 0
+		}
+		return appendKey8(dst, v.k8, lo8, hi8, cc)
 	}
+	var order []int // a run of equal hashes, sorted by key
 	v.k15.ScanLeaves(lo, hi, func(ents []cow.MapEntry[key15, C]) bool {
 		n += len(ents)
 		for i := 0; i < len(ents); i++ {
@@ -149,6 +131,93 @@ func distinctHashes[K comparable, C any](ents []cow.MapEntry[K, C]) bool {
 	return true
 }
 
+// appendKey8 appends the entries of a key8 map's version m with map
+// hashes in [lo8, hi8] (whole runs of entry hashes, as key8Range gives
+// them) in a file's order, entry hash then key, and returns how many.
+//
+// The map holds the keys of one entry hash (keys whose 40-bit hashes
+// collide) in the order of the rest of their key hashes, adjacent: a
+// leaf puts them in key order (key8Run). Such a run crosses leaves only
+// when more than a leaf's worth of keys share their entry hash: their
+// leaves are below the 40 bits of the entry hash, so every entry of each
+// has that entry hash. A leaf of one entry hash is therefore held back
+// (carry) until a leaf of another entry hash comes, and the run is put in
+// key order whole; any other leaf holds whole runs and is written as it
+// comes.
+func appendKey8[C any](dst []byte, m *cow.MapSnapshot[cow.NoKey, C], lo8, hi8 uint64, cc *cellCodec[C]) ([]byte, int) {
+	words := littleEndian && cc.fixed.w == 8
+	var order []int
+	var carry []cow.MapEntry[cow.NoKey, C]
+	put := func(ents []cow.MapEntry[cow.NoKey, C]) { // whole runs
+		if words && distinctEntryHashes8(ents) {
+			dst = appendLeaf8(dst, ents, cc.fixed.flip)
+			return
+		}
+		for i := 0; i < len(ents); i++ {
+			j := key8Run(ents, i, &order)
+			for _, x := range order {
+				k := key15Of8(unhash8(ents[x].Hash))
+				dst = appendEntry15(dst, &k, &ents[x].Val, cc)
+			}
+			i = j - 1
+		}
+	}
+	n := 0
+	m.ScanLeaves(lo8, hi8, func(ents []cow.MapEntry[cow.NoKey, C]) bool {
+		if len(ents) == 0 {
+			return true
+		}
+		n += len(ents)
+		oneRun := ents[0].Hash^ents[len(ents)-1].Hash <= lowBits
+		if len(carry) > 0 && (!oneRun || ents[0].Hash^carry[0].Hash > lowBits) {
+			put(carry)
+			carry = carry[:0]
+		}
+		if oneRun {
+			carry = append(carry, ents...)
+		} else {
+			put(ents)
+		}
+		return true
+	})
+	if len(carry) > 0 {
+		put(carry)
+	}
+	return dst, n
+}
+
+// distinctEntryHashes8 is distinctHashes for a key8 map's leaf, whose
+// hashes are key hashes (key8Hash): no two neighbours share their entry
+// hash, the key hash's leading keyHashBits bits.
+func distinctEntryHashes8[C any](ents []cow.MapEntry[cow.NoKey, C]) bool {
+	for i := 1; i < len(ents); i++ {
+		if ents[i].Hash^ents[i-1].Hash <= lowBits {
+			return false
+		}
+	}
+	return true
+}
+
+// key8Run is equalHashRun for a key8 map's leaf: the end of the run of
+// entries from ents[i] that share its entry hash, with *order set to
+// their indexes in key order. The map holds them in the order of the
+// rest of their key hashes.
+func key8Run[C any](ents []cow.MapEntry[cow.NoKey, C], i int, order *[]int) int {
+	j := i + 1
+	for j < len(ents) && ents[j].Hash^ents[i].Hash <= lowBits {
+		j++
+	}
+	o := (*order)[:0]
+	for k := i; k < j; k++ {
+		o = append(o, k)
+	}
+	if len(o) > 1 {
+		slices.SortFunc(o, func(a, b int) int { return compareKey8(unhash8(ents[a].Hash), unhash8(ents[b].Hash)) })
+	}
+	*order = o
+	return j
+}
+
 // entry8Len is the bytes of an entry of an 8-byte key and an 8-byte
 // fixed-width cell in a file: the key blob (length 9, the composite key's
 // length byte 8, the key) and the cell blob (length 8, the cell).
@@ -161,12 +230,12 @@ const entry8Len = 1 + 1 + 8 + 1 + 8
 // a 16-byte copy, a length read and a cell encode: BenchmarkSnapshotWrite
 // at 10M keys 148-158 ms against 208-231, at 1M 8.7-9.0 against
 // 13.9-16.2, side by side (decision 0054).
-func appendLeaf8[C any](dst []byte, ents []cow.MapEntry[uint64, C], flip uint64) []byte {
+func appendLeaf8[C any](dst []byte, ents []cow.MapEntry[cow.NoKey, C], flip uint64) []byte {
 	l := len(dst)
 	dst = slices.Grow(dst, len(ents)*entry8Len+5) // the last entry's third word
 	b := dst[l : l+len(ents)*entry8Len+5]
 	for i := range ents {
-		k := ents[i].Key
+		k := unhash8(ents[i].Hash)
 		c := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&ents[i].Val)) ^ flip)
 		e := b[i*entry8Len : i*entry8Len+24]
 		binary.LittleEndian.PutUint64(e[0:], 9|8<<8|k<<16)

@@ -3,6 +3,7 @@ package statetable
 import (
 	"bytes"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -28,8 +29,31 @@ func collidingShortNamespaces(n int) []string {
 
 // collidingInt64Keys are two int64 keys whose entry hashes in the void
 // namespace are equal (their key hashes share the 40 bits an entry hash
-// keeps): the key8 map holds them in insertion order, a file in key order.
+// keeps): the key8 map holds them in the order of their key hashes, a
+// file in key order.
 var collidingInt64Keys = [2]int64{1346127, 1177662}
+
+// mapLeafMaxForTest is more than a cow.Map leaf holds below the last
+// depth (48).
+const mapLeafMaxForTest = 49
+
+// deepCollidingInt64Keys returns n int64 keys of state s (an Int64 key
+// state with no namespace) whose entry hashes are all one: key hashes
+// that share their leading keyHashBits bits, in random order. More than
+// a leaf's worth of them put the key8 map's leaves below the entry
+// hash's 40 bits, so that the run of one entry hash crosses leaves.
+func deepCollidingInt64Keys[V any](s *ValueState[int64, VoidNamespace, V], n int, rng *rand.Rand) []int64 {
+	top := rng.Uint64() &^ lowBits
+	keys := make([]int64, n)
+	for i := range keys {
+		w := unhash8(top | rng.Uint64()&lowBits) // the key8 map's word of the key
+		keys[i] = int64(bits.ReverseBytes64(w) ^ s.fixedKey.flip)
+		if h := s.locate8(keys[i]); h&^lowBits != top {
+			panic("deepCollidingInt64Keys: a key outside the run")
+		}
+	}
+	return keys
+}
 
 // TestAppendKeyGroupEntries: the encoding appended per key group is the
 // blobs of what KeyGroupEntries yields, byte for byte: for inline keys of
@@ -61,6 +85,10 @@ func TestAppendKeyGroupEntries(t *testing.T) {
 	for range 5000 {
 		k := int64(rng.Uint64())
 		counts.Put(k, VoidNamespace{}, -k)
+		narrow.Put(k, VoidNamespace{}, int32(k))
+	}
+	for _, k := range deepCollidingInt64Keys(counts, 3*mapLeafMaxForTest, rng) {
+		counts.Put(k, VoidNamespace{}, k)
 		narrow.Put(k, VoidNamespace{}, int32(k))
 	}
 	for _, i := range rng.Perm(3000) {
@@ -100,5 +128,104 @@ func TestAppendKeyGroupEntries(t *testing.T) {
 	}
 	if _, _, err := snap.AppendKeyGroupEntries(nil, "nope", 0); err == nil {
 		t.Fatal("unknown state: no error")
+	}
+}
+
+// Keys of one entry hash, more than a leaf holds, among others: two
+// tables that wrote them in different orders write the same bytes, in
+// key order within the run; a restore of those bytes holds every key
+// and writes them again byte for byte; and the diff between a version
+// and one with some of them changed names exactly those, in entry-hash
+// order.
+func TestKey8_DeepCollisionsRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	newState := func() (*Table, *ValueState[int64, VoidNamespace, int64]) {
+		tb, err := NewTable(cow.NewOwner(), Config{MaxParallelism: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := NewValue(tb, "v", Int64, Void, Int64, 0)
+		return tb, v
+	}
+	tb1, v1 := newState()
+	keys := deepCollidingInt64Keys(v1, 4*mapLeafMaxForTest, rng)
+	for range 2000 {
+		keys = append(keys, int64(rng.Uint64()))
+	}
+	tb2, v2 := newState()
+	for _, i := range rng.Perm(len(keys)) {
+		v1.Put(keys[i], VoidNamespace{}, keys[i])
+	}
+	for _, i := range rng.Perm(len(keys)) {
+		v2.Put(keys[i], VoidNamespace{}, keys[i])
+	}
+	write := func(tb *Table) (runs [][]byte, counts []int) {
+		snap := tb.View(tb.Owner().Capture())
+		defer snap.Capture().Release()
+		for g := range 4 {
+			b, n, err := snap.AppendKeyGroupEntries(nil, "v", g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs, counts = append(runs, b), append(counts, n)
+		}
+		return runs, counts
+	}
+	runs1, counts := write(tb1)
+	runs2, _ := write(tb2)
+	for g := range runs1 {
+		if !bytes.Equal(runs1[g], runs2[g]) {
+			t.Fatalf("key group %d: the two insertion orders write different bytes", g)
+		}
+	}
+	tb3, v3 := newState()
+	for g := range runs1 {
+		if _, err := tb3.RestoreRun("v", counts[g], runs1[g]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tb3.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if got, _ := v3.Get(k, VoidNamespace{}); got != k {
+			t.Fatalf("restored key %d holds %d", k, got)
+		}
+	}
+	runs3, _ := write(tb3)
+	for g := range runs1 {
+		if !bytes.Equal(runs1[g], runs3[g]) {
+			t.Fatalf("key group %d: the restored table writes other bytes", g)
+		}
+	}
+
+	before := tb1.View(tb1.Owner().Capture())
+	changed := map[string]bool{}
+	for _, k := range keys[:3*mapLeafMaxForTest] { // mostly the colliding run
+		if rng.IntN(2) == 0 {
+			v1.Put(k, VoidNamespace{}, -k)
+			changed[string(Int64.Append(nil, k))] = true
+		}
+	}
+	after := tb1.View(tb1.Owner().Capture())
+	var last uint64
+	err := DiffState(before, after, "v", func(ch EntryChange) bool {
+		key := string(ch.Key[1:]) // the composite key: its length byte, the key
+		if !changed[key] {
+			t.Fatalf("the diff names %x, which did not change", ch.Key)
+		}
+		delete(changed, key)
+		if h := EntryHash(HashKey(ch.Key[1:]), nil); h < last {
+			t.Fatalf("the diff goes back from entry hash %#x to %#x", last, h)
+		} else {
+			last = h
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changed) > 0 {
+		t.Fatalf("the diff misses %d changed keys", len(changed))
 	}
 }

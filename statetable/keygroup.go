@@ -59,6 +59,31 @@ func hash8(u uint64) uint64 {
 	return h
 }
 
+// unhash8 returns the u whose hash8 is h. Each step of hash8 is one to
+// one on 64 bits (a multiply by an odd constant, a rotate, an xor with a
+// constant or with the word's own higher bits, an add), so hash8 has an
+// inverse: its steps undone in reverse order. The key8 map keeps an
+// 8-byte key's hash alone and recovers the key with it. TestHash8 checks
+// the round trip. Any goroutine.
+func unhash8(h uint64) uint64 {
+	h ^= h >> 32
+	h *= xxInv3
+	h ^= h>>29 ^ h>>58
+	h *= xxInv2
+	h ^= h >> 33
+	h = bits.RotateLeft64((h-xxPrime4)*xxInv1, -27)
+	h ^= xxPrime5 + 8
+	return bits.RotateLeft64(h*xxInv1, -31) * xxInv2
+}
+
+// The inverses of xxPrime1-3 modulo 2^64 (each prime times its inverse is
+// 1: TestHash8).
+const (
+	xxInv1 uint64 = 0x0887493432BADB37
+	xxInv2 uint64 = 0x0BA79078168D4BAF
+	xxInv3 uint64 = 0xE9E9F4C41D6DF849
+)
+
 // KeyGroupOf returns the key group of a key with hash keyHash, for
 // maxParallelism key groups: a monotone range reduction of the key hash's
 // leading keyHashBits bits, floor(top * maxParallelism / 2^keyHashBits).

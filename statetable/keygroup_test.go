@@ -26,6 +26,17 @@ func TestHash8(t *testing.T) {
 		if got, want := HashKey(b[:]), xxhash.Sum64(b[:]); got != want {
 			t.Fatalf("HashKey(%x) = %x, xxhash.Sum64 = %x", b, got, want)
 		}
+		if back := unhash8(hash8(u)); back != u {
+			t.Fatalf("unhash8(hash8(%#x)) = %#x", u, back)
+		}
+		if h := unhash8(u); hash8(h) != u { // every word is some key's hash
+			t.Fatalf("hash8(unhash8(%#x)) = %#x", u, hash8(h))
+		}
+	}
+	for _, p := range [][2]uint64{{xxPrime1, xxInv1}, {xxPrime2, xxInv2}, {xxPrime3, xxInv3}} {
+		if p[0]*p[1] != 1 {
+			t.Fatalf("%#x is not the inverse of %#x", p[1], p[0])
+		}
 	}
 	for n := range 20 { // the other lengths still agree
 		k := make([]byte, n)

@@ -217,8 +217,7 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 		alike := fixed.w != 0 && pc == fixed.w && pk <= key15Max && pkl == pk-1 && c.keyCheck.widthOnly()
 		switch {
 		case isKey8(ck):
-			e := run.r8.next(run.room(), h, ck, key8Ref)
-			e.Key, e.Val = key8Of(ck), cell
+			run.r8.next(run.room(), keyHash, ck, noKeyRef).Val = cell // keyHash is key8Hash
 			if alike {
 				i, off = restoreAlike(&run, &run.r8, i, n, off, b, pk, pc, lo, hi, hiOK, fixed)
 			}
@@ -270,8 +269,9 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 // loop checks only what may differ, with the entry's bounds fixed, which
 // is a third fewer instructions an entry than the general path
 // (BenchmarkRestore).
-func restoreAlike[K uint64 | key15, C any](run *cellRun[C], r *runOf[K, C], i, n, off int, b []byte, pk, pc int, lo, hi uint64, hiOK bool, fixed fixedInt) (int, int) {
+func restoreAlike[K cow.NoKey | key15, C any](run *cellRun[C], r *runOf[K, C], i, n, off int, b []byte, pk, pc int, lo, hi uint64, hiOK bool, fixed fixedInt) (int, int) {
 	kl := pk - 1
+	_, key8 := any(r).(*runOf[cow.NoKey, C]) // held by key hash (key8Hash)
 	stride := 2 + pk + pc
 	last := r.run[len(r.run)-1].Hash
 	for i+1 < n && off+max(stride, 1+key15Max) <= len(b) && int(b[off]) == pk && int(b[off+1]) == kl && int(b[off+1+pk]) == pc {
@@ -283,6 +283,9 @@ func restoreAlike[K uint64 | key15, C any](run *cellRun[C], r *runOf[K, C], i, n
 			keyHash = HashKey(kb)
 		}
 		h := keyHash&^(1<<(64-keyHashBits)-1) | emptyNamespaceHash
+		if key8 {
+			h = keyHash
+		}
 		l := len(r.run)
 		if keyHash < lo || hiOK && keyHash >= hi || h <= last || l == cap(r.run) {
 			break
@@ -290,10 +293,7 @@ func restoreAlike[K uint64 | key15, C any](run *cellRun[C], r *runOf[K, C], i, n
 		r.run = r.run[:l+1]
 		e := &r.run[l]
 		e.Hash = h
-		switch k := any(&e.Key).(type) {
-		case *uint64: // the key8 map's: kl is 8
-			*k = binary.LittleEndian.Uint64(b[off+2 : off+10])
-		case *key15:
+		if k, ok := any(&e.Key).(*key15); ok {
 			loadKey15(k, b[off:off+1+key15Max])
 		}
 		fixed.decode(b[off+2+pk:off+stride], unsafe.Pointer(&e.Val))

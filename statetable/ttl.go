@@ -683,8 +683,7 @@ func (c *ttlCells[K, N, V]) plainReads() bool {
 func (c *ttlCells[K, N, V]) getLive(key K, ns N) (V, bool, error) {
 	var zero V
 	if c.direct8() && c.plainReads() {
-		h, k := c.locate8(key)
-		s, ok := c.m.k8.GetHashed(h, k)
+		s, ok := c.m.k8.GetHashed(c.locate8(key), cow.NoKey{})
 		if !ok {
 			return zero, false, nil
 		}
@@ -760,8 +759,7 @@ func (c *ttlCells[K, N, V]) reduceNow(key K, ns N, v V, reduce func(acc, v V) V)
 // putLive stores v for (key, ns), to expire the TTL after now.
 func (c *ttlCells[K, N, V]) putLive(key K, ns N, v V, now int64) error {
 	if c.direct8() {
-		h, k := c.locate8(key)
-		c.m.k8.SetHashed(h, k, stamped[V]{v, c.rt.expiry(now)}, nil)
+		c.m.k8.SetHashed(c.locate8(key), cow.NoKey{}, stamped[V]{v, c.rt.expiry(now)}, nil)
 	} else if err := c.put(key, ns, stamped[V]{v, c.rt.expiry(now)}); err != nil {
 		return err
 	}

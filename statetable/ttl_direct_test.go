@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/cowstate/cowstate/cow"
 )
 
 // TestTTL_DirectPathAsGeneral is the specification of the TTL's direct
@@ -75,8 +77,8 @@ func TestTTL_DirectPathAsGeneral(tt *testing.T) {
 			}
 		}
 		for k := int64(-3); k <= 3; k++ { // what is held, expired or not
-			a, okA := cd.m.k8.GetHashed(cd.locate8(k))
-			b, okB := cg.m.k8.GetHashed(cg.locate8(k))
+			a, okA := cd.m.k8.GetHashed(cd.locate8(k), cow.NoKey{})
+			b, okB := cg.m.k8.GetHashed(cg.locate8(k), cow.NoKey{})
 			if a != b || okA != okB {
 				t.Fatalf("key %d held as %+v, %v on the direct path, %+v, %v on the general", k, a, okA, b, okB)
 			}

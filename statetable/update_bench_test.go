@@ -85,9 +85,9 @@ func benchmarkReadModifyWrite(b *testing.B, size int) {
 					x, _ := v.Get(k, VoidNamespace{})
 					sum += x
 				case "find-store":
-					h, kk := c.locate8(k)
-					old, p, _ := c.m.k8.Find(h, kk)
-					c.m.k8.Store(&p, h, kk, old+1, nil)
+					h := c.locate8(k)
+					old, p, _ := c.m.k8.Find(h, cow.NoKey{})
+					c.m.k8.Store(&p, h, cow.NoKey{}, old+1, nil)
 				case "update":
 					v.Update(k, VoidNamespace{}, inc)
 				case "get-put":

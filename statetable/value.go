@@ -3,6 +3,8 @@ package statetable
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/cowstate/cowstate/cow"
 )
 
 // ValueState holds one value per (key, namespace).
@@ -77,8 +79,7 @@ func (s *ValueState[K, N, V]) direct8() bool {
 // TTL's visibility returns it once. Writer goroutine only.
 func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
 	if s.direct8() {
-		h, k := s.locate8(key)
-		if v, ok := s.m.k8.GetHashed(h, k); ok {
+		if v, ok := s.m.k8.GetHashed(s.locate8(key), cow.NoKey{}); ok {
 			return v, nil
 		}
 		return s.def, nil
@@ -96,8 +97,7 @@ func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
 // equalityFor) changes nothing. Writer goroutine only.
 func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
 	if s.direct8() {
-		h, k := s.locate8(key)
-		s.m.k8.SetHashed(h, k, v, nil)
+		s.m.k8.SetHashed(s.locate8(key), cow.NoKey{}, v, nil)
 		return nil
 	}
 	if s.ttl != nil {
@@ -122,8 +122,7 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 		return f(old)
 	}
 	if s.direct8() {
-		h, k := s.locate8(key)
-		s.m.k8.UpdateHashed(h, k, apply, nil)
+		s.m.k8.UpdateHashed(s.locate8(key), cow.NoKey{}, apply, nil)
 		return nil
 	}
 	if s.ttl != nil {
@@ -181,16 +180,16 @@ func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V)
 			return nil
 		})
 	}
-	var hs, ks [prefetchGroup]uint64
+	var hs [prefetchGroup]uint64
 	for from := 0; from < len(keys); from += prefetchGroup {
 		group := keys[from:min(from+prefetchGroup, len(keys))]
 		for j, key := range group {
-			hs[j], ks[j] = s.locate8(key)
+			hs[j] = s.locate8(key)
 		}
 		s.m.k8.Prefetch(hs[:len(group)])
 		for j := range group {
 			i := from + j
-			s.m.k8.UpdateHashed(hs[j], ks[j], func(old V, ok bool) V {
+			s.m.k8.UpdateHashed(hs[j], cow.NoKey{}, func(old V, ok bool) V {
 				if !ok {
 					old = s.def
 				}
@@ -241,15 +240,15 @@ func (s *ValueState[K, N, V]) GetEach(keys []K, ns N, f func(i int, v V)) error 
 			return nil
 		})
 	}
-	var hs, ks [prefetchGroup]uint64
+	var hs [prefetchGroup]uint64
 	for from := 0; from < len(keys); from += prefetchGroup {
 		group := keys[from:min(from+prefetchGroup, len(keys))]
 		for j, key := range group {
-			hs[j], ks[j] = s.locate8(key)
+			hs[j] = s.locate8(key)
 		}
 		s.m.k8.Prefetch(hs[:len(group)])
 		for j := range group {
-			v, ok := s.m.k8.GetHashed(hs[j], ks[j])
+			v, ok := s.m.k8.GetHashed(hs[j], cow.NoKey{})
 			if !ok {
 				v = s.def
 			}
