@@ -120,17 +120,6 @@ func (c *cells[K, N, C]) appendEntries(view any, lo, hi uint64, now int64, dst [
 	return dst, n
 }
 
-// distinctHashes reports whether no two neighbours of a leaf share their
-// hash (keys whose 40-bit hashes collide, which a file orders by key).
-func distinctHashes[K comparable, C any](ents []cow.MapEntry[K, C]) bool {
-	for i := 1; i < len(ents); i++ {
-		if ents[i].Hash == ents[i-1].Hash {
-			return false
-		}
-	}
-	return true
-}
-
 // appendKey8 appends the entries of a key8 map's version m with map
 // hashes in [lo8, hi8] (whole runs of entry hashes, as key8Range gives
 // them) in a file's order, entry hash then key, and returns how many.
@@ -186,9 +175,10 @@ func appendKey8[C any](dst []byte, m *cow.MapSnapshot[cow.NoKey, C], lo8, hi8 ui
 	return dst, n
 }
 
-// distinctEntryHashes8 is distinctHashes for a key8 map's leaf, whose
-// hashes are key hashes (key8Hash): no two neighbours share their entry
-// hash, the key hash's leading keyHashBits bits.
+// distinctEntryHashes8 reports whether no two neighbours of a key8 map's
+// leaf share their entry hash, the leading keyHashBits bits of the key
+// hashes the map holds (keys whose 40-bit hashes collide, which a file
+// orders by key).
 func distinctEntryHashes8[C any](ents []cow.MapEntry[cow.NoKey, C]) bool {
 	for i := 1; i < len(ents); i++ {
 		if ents[i].Hash^ents[i-1].Hash <= lowBits {
