@@ -30,7 +30,7 @@ func newKV(impl string) kv {
 	case "cow":
 		// A nil equal compares int64 values by their bytes, inline: what
 		// the state table does for values with no pointers.
-		return &cowKV{m: cow.NewMap[int64, int64](cow.NewOwner(), hashInt64, nil)}
+		return &cowKV{m: cow.NewIntKeyedMap[int64, int64](cow.NewOwner(), nil)}
 	case "gomap":
 		return &gomapKV{m: map[int64]int64{}}
 	case "googlebtree":

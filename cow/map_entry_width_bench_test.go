@@ -2,7 +2,6 @@ package cow
 
 import (
 	"fmt"
-	"math/bits"
 	"testing"
 )
 
@@ -38,20 +37,6 @@ func BenchmarkEntryWidth(b *testing.B) {
 	}
 }
 
-// xxhash8 is xxhash64 with seed 0 of the 8 bytes whose little-endian value
-// is u (statetable's hash8): a bijection of u, each step invertible.
-func xxhash8(u uint64) uint64 {
-	h := uint64(0x27D4EB2F165667C5) + 8
-	h ^= bits.RotateLeft64(u*0xC2B2AE3D27D4EB4F, 31) * 0x9E3779B185EBCA87
-	h = bits.RotateLeft64(h, 27)*0x9E3779B185EBCA87 + 0x85EBCA77C2B2AE63
-	h ^= h >> 33
-	h *= 0xC2B2AE3D27D4EB4F
-	h ^= h >> 29
-	h *= 0x165667B19E3779F9
-	h ^= h >> 32
-	return h
-}
-
 // entryWidthUpdates loads size keys, then updates uniformly drawn keys in
 // groups of eight, capturing every `every` updates (0: never).
 func entryWidthUpdates[K comparable](b *testing.B, size, every int, keyOf func(uint64) K) {
@@ -60,7 +45,7 @@ func entryWidthUpdates[K comparable](b *testing.B, size, every int, keyOf func(u
 	m.SetCompactLeaves()
 	key := func(i uint64) uint64 { return i * 0x9E3779B97F4A7C15 }
 	for i := range uint64(size) {
-		m.SetHashed(xxhash8(key(i)), keyOf(key(i)), 0, nil)
+		m.SetHashed(HashUint64(key(i)), keyOf(key(i)), 0, nil)
 	}
 	inc := func(v int64, present bool) int64 {
 		if !present {
@@ -80,7 +65,7 @@ func entryWidthUpdates[K comparable](b *testing.B, size, every int, keyOf func(u
 			x ^= x >> 7
 			x ^= x << 17
 			u := key(x % uint64(size))
-			hs[j], ks[j] = xxhash8(u), keyOf(u)
+			hs[j], ks[j] = HashUint64(u), keyOf(u)
 		}
 		m.Prefetch(hs[:])
 		for j := range hs {

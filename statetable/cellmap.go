@@ -102,9 +102,9 @@ func key8Str(k uint64) string {
 }
 
 // key8Hash is the hash the key8 map holds the entry of key k under: the
-// key's own hash (hash8 of the word, HashKey of the key's 8 bytes). hash8
-// is one to one on 64 bits, so the map keeps the hash alone
-// (cow.NewHashKeyedMap) and recovers the key from it (unhash8): an entry
+// key's own hash (cow.HashUint64 of the word, HashKey of the key's 8 bytes),
+// one to one on 64 bits, so the map keeps the hash alone
+// (cow.NewHashKeyedMap) and recovers the key from it (cow.UnhashUint64): an entry
 // of an int64 cell is 16 bytes, not 24 with the key beside its hash,
 // which is a third less for a lookup to read, a copy-on-write to copy and
 // the heap to hold (BenchmarkJob, BenchmarkMemory impl=state: decision
@@ -113,7 +113,7 @@ func key8Str(k uint64) string {
 // map's order is entry-hash order, and entries of one entry hash (keys
 // whose 40-bit hashes collide) are adjacent, in the order of the rest of
 // their key hashes.
-func key8Hash(k uint64) uint64 { return hash8(k) }
+func key8Hash(k uint64) uint64 { return cow.HashUint64(k) }
 
 // lowBits are the bits of an entry hash below the key hash's leading
 // keyHashBits.
@@ -582,7 +582,7 @@ func key8Source[C any](m *cow.MapSnapshot[cow.NoKey, C]) scanSource[C] {
 		}
 		var strs key8Strings
 		m.ScanRefs(lo8, hi8, func(h uint64, _ *cow.NoKey, cell C) bool {
-			return yield(fixedEntryHash(h), strs.of(unhash8(h)), cell)
+			return yield(fixedEntryHash(h), strs.of(cow.UnhashUint64(h)), cell)
 		})
 	}}
 }
@@ -612,7 +612,7 @@ func key8Diff[C any](prev, next *cow.MapSnapshot[cow.NoKey, C]) diffSource[C] {
 	return diffSource[C]{prev.Len() + next.Len(), func(yield func(uint64, string, cow.Change[string, C]) bool) {
 		var strs key8Strings
 		for ch := range cow.DiffMaps(prev, next) {
-			ck, h := strs.of(unhash8(ch.Hash)), fixedEntryHash(ch.Hash)
+			ck, h := strs.of(cow.UnhashUint64(ch.Hash)), fixedEntryHash(ch.Hash)
 			if !yield(h, ck, cow.Change[string, C]{Kind: ch.Kind, Key: ck, Hash: h, Old: ch.Old, New: ch.New}) {
 				return
 			}

@@ -242,7 +242,7 @@ func TestCellView_ScanMergesInPieces(t *testing.T) {
 
 // An 8-byte key with no namespace is held in the key8 map as its hash
 // alone: key8Of, putKey8 and key8Str turn its composite key into the key's
-// word and back, key8Hash of the word is the key's hash, which unhash8
+// word and back, key8Hash of the word is the key's hash, which cow.UnhashUint64
 // turns back into the word and whose fixedEntryHash is the composite
 // key's entry hash, compareKey8 orders words as their composite keys, and
 // locate8 gives the hash of a typed key that key8Hash gives of the word
@@ -263,7 +263,7 @@ func TestKey8_IsTheCompositeKey(t *testing.T) {
 	for range 1000 {
 		x := int64(r.Uint64())
 		h := c.locate8(x)
-		k := unhash8(h)
+		k := cow.UnhashUint64(h)
 		hb, ck, err := c.locate(x, VoidNamespace{})
 		if err != nil {
 			t.Fatal(err)

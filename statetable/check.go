@@ -34,7 +34,7 @@ func (c *cells[K, N, C]) check() error {
 	}
 	var err error
 	c.m.k8.ScanLive(0, math.MaxUint64, func(h uint64, _ *cow.NoKey, _ C) bool {
-		err = c.checkKey(key8Str(unhash8(h)))
+		err = c.checkKey(key8Str(cow.UnhashUint64(h)))
 		return err == nil
 	})
 	if err != nil {

@@ -145,7 +145,7 @@ func appendKey8[C any](dst []byte, m *cow.MapSnapshot[cow.NoKey, C], lo8, hi8 ui
 		for i := 0; i < len(ents); i++ {
 			j := key8Run(ents, i, &order)
 			for _, x := range order {
-				k := key15Of8(unhash8(ents[x].Hash))
+				k := key15Of8(cow.UnhashUint64(ents[x].Hash))
 				dst = appendEntry15(dst, &k, &ents[x].Val, cc)
 			}
 			i = j - 1
@@ -202,7 +202,7 @@ func key8Run[C any](ents []cow.MapEntry[cow.NoKey, C], i int, order *[]int) int 
 		o = append(o, k)
 	}
 	if len(o) > 1 {
-		slices.SortFunc(o, func(a, b int) int { return compareKey8(unhash8(ents[a].Hash), unhash8(ents[b].Hash)) })
+		slices.SortFunc(o, func(a, b int) int { return compareKey8(cow.UnhashUint64(ents[a].Hash), cow.UnhashUint64(ents[b].Hash)) })
 	}
 	*order = o
 	return j
@@ -225,7 +225,7 @@ func appendLeaf8[C any](dst []byte, ents []cow.MapEntry[cow.NoKey, C], flip uint
 	dst = slices.Grow(dst, len(ents)*entry8Len+5) // the last entry's third word
 	b := dst[l : l+len(ents)*entry8Len+5]
 	for i := range ents {
-		k := unhash8(ents[i].Hash)
+		k := cow.UnhashUint64(ents[i].Hash)
 		c := bits.ReverseBytes64(*(*uint64)(unsafe.Pointer(&ents[i].Val)) ^ flip)
 		e := b[i*entry8Len : i*entry8Len+24]
 		binary.LittleEndian.PutUint64(e[0:], 9|8<<8|k<<16)

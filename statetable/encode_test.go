@@ -46,7 +46,7 @@ func deepCollidingInt64Keys[V any](s *ValueState[int64, VoidNamespace, V], n int
 	top := rng.Uint64() &^ lowBits
 	keys := make([]int64, n)
 	for i := range keys {
-		w := unhash8(top | rng.Uint64()&lowBits) // the key8 map's word of the key
+		w := cow.UnhashUint64(top | rng.Uint64()&lowBits) // the key8 map's word of the key
 		keys[i] = int64(bits.ReverseBytes64(w) ^ s.fixedKey.flip)
 		if h := s.locate8(keys[i]); h&^lowBits != top {
 			panic("deepCollidingInt64Keys: a key outside the run")

@@ -3,9 +3,10 @@ package statetable
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/cowstate/cowstate/cow"
 )
 
 // MaxParallelismLimit is the largest supported number of key groups (as in
@@ -25,64 +26,14 @@ const keyHashBits = 40
 // HashKey returns the stable hash of an encoded key: xxhash64 of its bytes,
 // the same in every process and Go version (never Go's per-process map hash).
 // An 8-byte key (an int64 or uint64 key's encoding) is hashed inline by
-// hash8, the same function: the call of xxhash.Sum64 and its length
+// cow.HashUint64, the same function: the call of xxhash.Sum64 and its length
 // dispatch were a fifth of a restore (BenchmarkRestore). Any goroutine.
 func HashKey(encodedKey []byte) uint64 {
 	if len(encodedKey) == 8 {
-		return hash8(binary.LittleEndian.Uint64(encodedKey))
+		return cow.HashUint64(binary.LittleEndian.Uint64(encodedKey))
 	}
 	return xxhash.Sum64(encodedKey)
 }
-
-// The primes of xxhash64.
-const (
-	xxPrime1 uint64 = 0x9E3779B185EBCA87
-	xxPrime2 uint64 = 0xC2B2AE3D27D4EB4F
-	xxPrime3 uint64 = 0x165667B19E3779F9
-	xxPrime4 uint64 = 0x85EBCA77C2B2AE63
-	xxPrime5 uint64 = 0x27D4EB2F165667C5
-)
-
-// hash8 is xxhash64 with seed 0 of the 8 bytes whose little-endian value
-// is u: the algorithm's path for an input of 8 bytes (one 8-byte lane
-// folded into the short-input accumulator, then the final avalanche).
-// TestHash8 checks it against xxhash.Sum64.
-func hash8(u uint64) uint64 {
-	h := xxPrime5 + 8
-	h ^= bits.RotateLeft64(u*xxPrime2, 31) * xxPrime1
-	h = bits.RotateLeft64(h, 27)*xxPrime1 + xxPrime4
-	h ^= h >> 33
-	h *= xxPrime2
-	h ^= h >> 29
-	h *= xxPrime3
-	h ^= h >> 32
-	return h
-}
-
-// unhash8 returns the u whose hash8 is h. Each step of hash8 is one to
-// one on 64 bits (a multiply by an odd constant, a rotate, an xor with a
-// constant or with the word's own higher bits, an add), so hash8 has an
-// inverse: its steps undone in reverse order. The key8 map keeps an
-// 8-byte key's hash alone and recovers the key with it. TestHash8 checks
-// the round trip. Any goroutine.
-func unhash8(h uint64) uint64 {
-	h ^= h >> 32
-	h *= xxInv3
-	h ^= h>>29 ^ h>>58
-	h *= xxInv2
-	h ^= h >> 33
-	h = bits.RotateLeft64((h-xxPrime4)*xxInv1, -27)
-	h ^= xxPrime5 + 8
-	return bits.RotateLeft64(h*xxInv1, -31) * xxInv2
-}
-
-// The inverses of xxPrime1-3 modulo 2^64 (each prime times its inverse is
-// 1: TestHash8).
-const (
-	xxInv1 uint64 = 0x0887493432BADB37
-	xxInv2 uint64 = 0x0BA79078168D4BAF
-	xxInv3 uint64 = 0xE9E9F4C41D6DF849
-)
 
 // KeyGroupOf returns the key group of a key with hash keyHash, for
 // maxParallelism key groups: a monotone range reduction of the key hash's

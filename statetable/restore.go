@@ -185,7 +185,7 @@ func (c *cells[K, N, C]) restoreRun(stamped bool, n int, b []byte) (int, error) 
 		}
 		var keyHash uint64
 		if len(kb) == 8 {
-			keyHash = hash8(binary.LittleEndian.Uint64(kb)) // HashKey's, inline
+			keyHash = cow.HashUint64(binary.LittleEndian.Uint64(kb)) // HashKey's, inline
 		} else {
 			keyHash = HashKey(kb)
 		}
@@ -278,7 +278,7 @@ func restoreAlike[K cow.NoKey | key15, C any](run *cellRun[C], r *runOf[K, C], i
 		kb := b[off+2 : off+1+pk]
 		var keyHash uint64
 		if kl == 8 {
-			keyHash = hash8(binary.LittleEndian.Uint64(kb))
+			keyHash = cow.HashUint64(binary.LittleEndian.Uint64(kb))
 		} else {
 			keyHash = HashKey(kb)
 		}
