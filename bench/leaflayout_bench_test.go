@@ -214,7 +214,7 @@ func newSortedLeaves(keys []uint64, leafBits uint) *sortedLeaves {
 	return s
 }
 
-// get looks k of hash h up as cow.Map's lookupAt searches a leaf.
+// get looks k of hash h up as cow.Map's seekLeaf searches a leaf.
 func (s *sortedLeaves) get(h, k uint64) (uint64, bool) {
 	slot := &s.dir[h>>s.shift]
 	p, n := slot.p, uintptr(slot.n)

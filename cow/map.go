@@ -172,7 +172,7 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 		// quarter of a put. Written out here rather than as a branch of
 		// updateInPlace, which keeps the no-capture put free of the
 		// general path's checks (BenchmarkPut, snap=none).
-		if old, e, ok := m.root.lookupAt(h, k); ok {
+		if old, e, _, ok := seekLeaf(&m.root, h, h, k); ok {
 			if !m.sameValue(&old, &v) {
 				e.val = v // no diff can need the bounds (leafSame)
 				m.owner.wroteAt(h)

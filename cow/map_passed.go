@@ -83,7 +83,7 @@ func (m *Map[K, V]) passedEntry(h uint64, k K, high uint64) *mapEntry[K, V] {
 	if s.n <= 0 || !m.passedLeaf(h, depth, high) {
 		return nil
 	}
-	if _, e, _, ok := seekLeaf[K, V](s.p, uintptr(s.n), h, rest, k); ok {
+	if _, e, _, ok := seekLeaf(s, h, rest, k); ok {
 		return e
 	}
 	return nil

@@ -35,7 +35,7 @@ func (m *Map[K, V]) Find(h uint64, k K) (V, Place[K, V], bool) {
 	if high == 0 {
 		// No capture live: every node the live root reaches is the
 		// writer's (see SetHashed), so the entry is written where it is.
-		v, e, ok := m.root.lookupAt(h, k)
+		v, e, _, ok := seekLeaf(&m.root, h, h, k)
 		p.e = e
 		return v, p, ok
 	}
@@ -62,7 +62,7 @@ func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, k
 	}
 	// No capture live: every node the live root reaches is the writer's
 	// (see SetHashed), so the entry is written where it is.
-	old, e, ok := m.root.lookupAt(h, k)
+	old, e, _, ok := seekLeaf(&m.root, h, h, k)
 	if !ok {
 		m.SetHashed(h, k, f(old, false), keep)
 		return
@@ -122,7 +122,7 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 	var i uintptr
 	ok := false
 	if s.n > 0 {
-		old, e, i, ok = seekLeaf[K, V](s.p, uintptr(s.n), h, rest, k)
+		old, e, i, ok = seekLeaf(s, h, rest, k)
 	}
 	if !ok {
 		m.SetHashed(h, k, f(old, false), keep)
@@ -195,7 +195,7 @@ func (m *Map[K, V]) findLive(h uint64, k K, high uint64, placeOnly bool) (V, Pla
 	if s.n <= 0 {
 		return zero, p, false
 	}
-	v, e, i, ok := seekLeaf[K, V](s.p, uintptr(s.n), h, rest, k)
+	v, e, i, ok := seekLeaf(s, h, rest, k)
 	if !ok {
 		return zero, p, false
 	}

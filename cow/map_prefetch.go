@@ -41,7 +41,7 @@ func (m *Map[K, V]) Prefetch(hashes []uint64) {
 	keep(sink)
 }
 
-// touchPath loads the branch slots lookupAt reads for hash h below s,
+// touchPath loads the branch slots seekLeaf's walk reads for hash h below s,
 // with headers also the first word of each branch on the way, and
 // returns the sum of what it loaded (for keep). Of the leaf it
 // prefetches, without waiting, every line of the window seekLeaf

@@ -617,9 +617,9 @@ func TestSeekLeaf_AgreesWithScan(t *testing.T) {
 				for want < n && ents[want].hash < h {
 					want++
 				}
-				p := unsafe.Pointer(unsafe.SliceData(ents))
+				leaf := mapSlot[int, int]{p: unsafe.Pointer(unsafe.SliceData(ents)), n: int32(n), c: int32(n)}
 				depth := rng.IntN(4)
-				if _, _, got, ok := seekLeaf[int, int](p, uintptr(n), h, h<<(mapBits*depth), -1); ok || int(got) != want {
+				if _, _, got, ok := seekLeaf(&leaf, h, h<<(mapBits*depth), -1); ok || int(got) != want {
 					t.Fatalf("leaf of %d, hash %x, absent key: seekLeaf = %d, %v, want %d, false", n, h, got, ok, want)
 				}
 				for want < n && ents[want].hash == h && rng.IntN(2) == 0 {
@@ -627,7 +627,7 @@ func TestSeekLeaf_AgreesWithScan(t *testing.T) {
 				}
 				if want < n && ents[want].hash == h {
 					ents[want].key, ents[want].val = 1, 7
-					v, e, got, ok := seekLeaf[int, int](p, uintptr(n), h, h<<(mapBits*depth), 1)
+					v, e, got, ok := seekLeaf(&leaf, h, h<<(mapBits*depth), 1)
 					if !ok || int(got) != want || e != &ents[want] || v != 7 {
 						t.Fatalf("leaf of %d, hash %x, key at %d: seekLeaf = %d, %v, value %d", n, h, want, got, ok, v)
 					}

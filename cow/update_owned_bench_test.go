@@ -20,7 +20,7 @@ import (
 //     (MapSnapshot.Passed, as a streamed checkpoint's reader does behind
 //     it), so every update is written in place after the same walk and a
 //     check of the frontier;
-//   - path=walk: the walk and the write alone (lookupAt, then the store),
+//   - path=walk: the walk and the write alone (seekLeaf from the root, then the store),
 //     the floor under both.
 //
 // Each run measures the four in turn; to compare them side by side, run
@@ -56,7 +56,7 @@ func updateOwnedPaths(b *testing.B, size int) {
 		i := 0
 		for b.Loop() {
 			k := u.keys[i&(len(u.keys)-1)]
-			if old, e, ok := u.m.root.lookupAt(u.hashes[k], k); ok {
+			if old, e, _, ok := seekLeaf(&u.m.root, u.hashes[k], u.hashes[k], k); ok {
 				e.val = inc(old, true)
 			}
 			i++
