@@ -48,10 +48,11 @@ type Map[K comparable, V any] struct {
 // structures written by the same goroutine; pass NewOwner() for a standalone
 // map). hash must be deterministic and should spread keys uniformly over 64
 // bits (xxhash of the key's encoding, say; NewIntKeyedMap hashes integer
-// keys inline); colliding keys are handled, only slower. equal is value equality: a Set of a value equal to the present one
-// is a no-op that copies nothing, so a Diff reports only real changes. It
-// may be nil for a V with no pointers and no padding: values then compare
-// by their bytes (BytesEqual), inline, the fastest choice for such types.
+// keys inline); colliding keys are handled, only slower. equal is value
+// equality: a Set of a value equal to the present one is a no-op that
+// copies nothing, so a Diff reports only real changes. It may be nil for
+// a V with no pointers and no padding: values then compare by their bytes
+// (BytesEqual), inline, the fastest choice for such types.
 func NewMap[K comparable, V any](owner *Owner, hash func(K) uint64, equal func(a, b V) bool) *Map[K, V] {
 	if owner == nil || hash == nil {
 		panic("cow: NewMap: owner and hash must not be nil")

@@ -20,8 +20,8 @@ import (
 //     (MapSnapshot.Passed, as a streamed checkpoint's reader does behind
 //     it), so every update is written in place after the same walk and a
 //     check of the frontier;
-//   - path=walk: the walk and the write alone (seekLeaf from the root, then the store),
-//     the floor under both.
+//   - path=walk: the walk and the write alone (seekLeaf from the root,
+//     then the store), the floor under both.
 //
 // Each run measures the four in turn; to compare them side by side, run
 // the test binary several times. Decision 0043 records what they measured.

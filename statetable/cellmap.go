@@ -102,10 +102,10 @@ func key8Str(k uint64) string {
 }
 
 // key8Hash is the hash the key8 map holds the entry of key k under: the
-// key's own hash (cow.HashUint64 of the word, HashKey of the key's 8 bytes),
-// one to one on 64 bits, so the map keeps the hash alone
-// (cow.NewHashKeyedMap) and recovers the key from it (cow.UnhashUint64): an entry
-// of an int64 cell is 16 bytes, not 24 with the key beside its hash,
+// key's own hash (cow.HashUint64 of the word, HashKey of the key's 8
+// bytes), one to one on 64 bits, so the map keeps the hash alone
+// (cow.NewHashKeyedMap) and recovers the key from it (cow.UnhashUint64):
+// an entry of an int64 cell is 16 bytes, not 24 with the key beside its hash,
 // which is a third less for a lookup to read, a copy-on-write to copy and
 // the heap to hold (BenchmarkJob, BenchmarkMemory impl=state: decision
 // 0057). The entry's entry hash (the order of scans, diffs and files) is

@@ -242,8 +242,8 @@ func TestCellView_ScanMergesInPieces(t *testing.T) {
 
 // An 8-byte key with no namespace is held in the key8 map as its hash
 // alone: key8Of, putKey8 and key8Str turn its composite key into the key's
-// word and back, key8Hash of the word is the key's hash, which cow.UnhashUint64
-// turns back into the word and whose fixedEntryHash is the composite
+// word and back, key8Hash of the word is the key's hash, which
+// cow.UnhashUint64 turns back into the word and whose fixedEntryHash is the composite
 // key's entry hash, compareKey8 orders words as their composite keys, and
 // locate8 gives the hash of a typed key that key8Hash gives of the word
 // key8Of reads from the composite key its codec encodes.
