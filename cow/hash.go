@@ -6,8 +6,9 @@ import "math/bits"
 // value is u (what xxhash.Sum64 returns for them), computed inline: the
 // algorithm's path for an input of 8 bytes, one lane folded into the
 // short-input accumulator and then the final avalanche. It spreads keys
-// over 64 bits as a map's hash must, and is the hash of the maps
-// NewIntKeyedMap makes. Any goroutine.
+// over 64 bits as a map's hash must; the state table hashes 8-byte keys
+// by it, since their key groups and the order of their files depend on
+// xxhash64. Any goroutine.
 func HashUint64(u uint64) uint64 {
 	h := xxPrime5 + 8
 	h ^= bits.RotateLeft64(u*xxPrime2, 31) * xxPrime1
@@ -50,3 +51,19 @@ const (
 	xxInv2 uint64 = 0x0BA79078168D4BAF
 	xxInv3 uint64 = 0xE9E9F4C41D6DF849
 )
+
+// mixUint64 is the hash of the maps NewIntKeyedMap makes: the 64-bit
+// finalizer of MurmurHash3, two multiplies and three xor-shifts, one to
+// one on 64 bits, each input bit flipping each output bit with a
+// probability near a half. It is no file's hash, only an in-memory
+// map's, so it need not be xxhash64: it takes 12 instructions fewer
+// than HashUint64 (callgrind, BenchmarkGet at size=10000; decision
+// 0058). Any goroutine.
+func mixUint64(u uint64) uint64 {
+	u ^= u >> 33
+	u *= 0xFF51AFD7ED558CCD
+	u ^= u >> 33
+	u *= 0xC4CEB9FE1A85EC53
+	u ^= u >> 33
+	return u
+}

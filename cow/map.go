@@ -32,7 +32,7 @@ type Map[K comparable, V any] struct {
 	equal     func(a, b V) bool
 	oneWord   bool // equal is BytesEqual and V one aligned word (sameValue)
 	hashKeyed bool // K is NoKey: an entry's hash is its identity (NewHashKeyedMap)
-	intKeyed  bool // K is an 8-byte integer hashed inline by HashUint64 (NewIntKeyedMap)
+	intKeyed  bool // K is an 8-byte integer hashed inline by mixUint64 (NewIntKeyedMap)
 	// growShift: a leaf an insert outgrows grows by len>>growShift entries
 	// (a quarter, or an eighth after SetCompactLeaves).
 	growShift uint8
@@ -67,16 +67,17 @@ func NewMap[K comparable, V any](owner *Owner, hash func(K) uint64, equal func(a
 }
 
 // NewIntKeyedMap returns an empty map of integer keys owned by owner: a
-// NewMap whose hash of k is HashUint64(uint64(k)), xxhash64 of the key's 8
-// little-endian bytes. Get, Set and Delete compute it inline where NewMap's
-// maps call their hash function through a function value (xxhash.Sum64 of
-// the key's encoding, the usual choice, is a call of about 60
-// instructions): a lookup that waits on a cache miss runs ahead into the
-// next one only as far as the CPU's reorder window reaches, so each
-// instruction it saves lets more misses overlap (BenchmarkGet,
-// size=1000000). equal is as for NewMap.
+// NewMap whose hash of k mixes the bits of uint64(k) (MurmurHash3's
+// 64-bit finalizer, a dozen instructions). Get, Set and Delete compute it
+// inline where NewMap's maps call their hash function through a function
+// value (xxhash.Sum64 of the key's encoding, the usual choice, is a call
+// of about 60 instructions): a lookup that waits on a cache miss runs
+// ahead into the next one only as far as the CPU's reorder window
+// reaches, so each instruction it saves lets more misses overlap
+// (BenchmarkGet, size=1000000; decision 0058). The order of All, scans
+// and diffs is that hash's. equal is as for NewMap.
 func NewIntKeyedMap[K ~int | ~int64 | ~uint | ~uint64 | ~uintptr, V any](owner *Owner, equal func(a, b V) bool) *Map[K, V] {
-	m := NewMap(owner, func(k K) uint64 { return HashUint64(uint64(k)) }, equal)
+	m := NewMap(owner, func(k K) uint64 { return mixUint64(uint64(k)) }, equal)
 	var k K
 	m.intKeyed = unsafe.Sizeof(k) == 8 // else (int on a 32-bit platform) by the function
 	return m
@@ -116,7 +117,7 @@ func (m *Map[K, V]) Len() int { return m.len }
 // Get returns the value of k and whether it is present.
 func (m *Map[K, V]) Get(k K) (V, bool) {
 	if m.intKeyed {
-		return m.root.lookup(HashUint64(keyWord(&k)), k)
+		return m.root.lookup(mixUint64(keyWord(&k)), k)
 	}
 	return m.root.lookup(m.hash(k), k)
 }
@@ -148,7 +149,7 @@ const (
 // to a value equal to its present one changes nothing and copies nothing.
 func (m *Map[K, V]) Set(k K, v V) (replaced bool) {
 	if m.intKeyed {
-		return m.SetHashed(HashUint64(keyWord(&k)), k, v, nil)
+		return m.SetHashed(mixUint64(keyWord(&k)), k, v, nil)
 	}
 	return m.SetHashed(m.hash(k), k, v, nil)
 }
@@ -323,7 +324,7 @@ func (b *mapBranch[K, V]) setKid(i int, kid mapSlot[K, V], fresh bool, edit leaf
 // key changes nothing and copies nothing.
 func (m *Map[K, V]) Delete(k K) (old V, deleted bool) {
 	if m.intKeyed {
-		return m.DeleteHashed(HashUint64(keyWord(&k)), k)
+		return m.DeleteHashed(mixUint64(keyWord(&k)), k)
 	}
 	return m.DeleteHashed(m.hash(k), k)
 }

@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// An int-keyed map is the map NewMap makes with HashUint64 of the key as
+// An int-keyed map is the map NewMap makes with mixUint64 of the key as
 // its hash: Get, Set and Delete (which hash inline) agree with a builtin
 // map across captures, each snapshot (which hashes through the function)
 // reads what was live when it was taken, and the entries come out in the
-// order of a NewMap of the same keys and hash, each under HashUint64 of
+// order of a NewMap of the same keys and hash, each under mixUint64 of
 // its key. Keys are a named int64 type, negative and positive, so that
 // both the inline word and the function see the key's sign.
 func TestIntKeyedMap_HashesKeysInline(t *testing.T) {
@@ -18,7 +18,7 @@ func TestIntKeyedMap_HashesKeysInline(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	o := NewOwner()
 	m := NewIntKeyedMap[id, int64](o, nil)
-	ref := NewMap(o, func(k id) uint64 { return HashUint64(uint64(k)) }, Equal[int64])
+	ref := NewMap(o, func(k id) uint64 { return mixUint64(uint64(k)) }, Equal[int64])
 	model := map[id]int64{}
 	type frozen struct {
 		snap  *MapSnapshot[id, int64]
@@ -69,7 +69,7 @@ func TestIntKeyedMap_HashesKeysInline(t *testing.T) {
 		i := 0
 		for k := range ref.All() {
 			if i >= len(order) || order[i] != k {
-				t.Fatalf("round %d: entry %d differs from a NewMap's of HashUint64", round, i)
+				t.Fatalf("round %d: entry %d differs from a NewMap's of mixUint64", round, i)
 			}
 			i++
 		}
@@ -84,5 +84,40 @@ func TestIntKeyedMap_HashesKeysInline(t *testing.T) {
 			}
 		}
 		f.snap.Release()
+	}
+}
+
+// mixUint64 spreads keys over the hash's leading bits, which choose a
+// map's branches and place an entry in its leaf: sequential keys, keys
+// that differ only in their high bits, and keys that are multiples of a
+// large power of two each fill the 1024 ranges of the top ten bits within
+// a factor of two of even, and no two of the 2^16 keys of a set share a
+// hash.
+func TestMixUint64_Spreads(t *testing.T) {
+	for _, set := range []struct {
+		name string
+		key  func(i uint64) uint64
+	}{
+		{"sequential", func(i uint64) uint64 { return i }},
+		{"high bits", func(i uint64) uint64 { return i << 48 }},
+		{"multiples of 2^20", func(i uint64) uint64 { return i << 20 }},
+		{"negative", func(i uint64) uint64 { return -i }},
+	} {
+		const n, ranges = 1 << 16, 1 << 10
+		var counts [ranges]int
+		seen := make(map[uint64]bool, n)
+		for i := range uint64(n) {
+			h := mixUint64(set.key(i))
+			if seen[h] {
+				t.Fatalf("%s: two keys hash to %#x", set.name, h)
+			}
+			seen[h] = true
+			counts[h>>54]++
+		}
+		for r, c := range counts {
+			if c < n/ranges/2 || c > n/ranges*2 {
+				t.Fatalf("%s: range %d holds %d keys, want %d within a factor of two", set.name, r, c, n/ranges)
+			}
+		}
 	}
 }
