@@ -73,6 +73,9 @@ func TestIntKeyedMap_HashesKeysInline(t *testing.T) {
 			}
 			i++
 		}
+		if i != len(order) {
+			t.Fatalf("round %d: All yields %d entries, a NewMap of mixUint64 %d", round, len(order), i)
+		}
 		frozens = append(frozens, frozen{m.Snapshot(), maps.Clone(model)})
 	}
 	for i, f := range frozens {
