@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -550,5 +551,82 @@ func TestRestore_KeysTheCodecsCannotDecode(t *testing.T) {
 				t.Fatal("a failed restore left state behind")
 			}
 		})
+	}
+}
+
+type eventID [16]byte
+
+type userName string
+
+// A state keyed by a byte array (an event's UUID) needs no codec: its keys
+// are their bytes, iterate back as arrays and restore from a snapshot.
+func TestValue_ByteArrayKeys(t *testing.T) {
+	b := newBackend(t, cowstate.Config{})
+	seen := must(cowstate.Value[eventID, int64](b, "seen"))(t)
+	ids := make([]eventID, 300)
+	for i := range ids {
+		ids[i][0], ids[i][15] = byte(i), byte(i>>8)
+	}
+	if err := seen.UpdateEach(ids, func(i int, n int64) int64 { return n + int64(i) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := seen.Update(ids[7], func(n int64) int64 { return n * 10 }); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := b.View(func(snap *cowstate.Snapshot) error {
+		return cowstate.WriteSnapshot(context.Background(), &buf, snap, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	restored := newBackend(t, cowstate.Config{})
+	again := must(cowstate.Value[eventID, int64](restored, "seen"))(t)
+	r := must(snapshot.Open(bytes.NewReader(buf.Bytes()), int64(buf.Len())))(t)
+	if err := restored.RestoreSnapshot(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		want := int64(i)
+		if i == 7 {
+			want = 70
+		}
+		if n := must(again.Get(id))(t); n != want {
+			t.Fatalf("restored Get(ids[%d]) = %d, want %d", i, n, want)
+		}
+	}
+	keys := slices.SortedFunc(again.Keys(), func(a, b eventID) int { return bytes.Compare(a[:], b[:]) })
+	want := slices.SortedFunc(slices.Values(ids), func(a, b eventID) int { return bytes.Compare(a[:], b[:]) })
+	if !slices.Equal(keys, want) {
+		t.Fatalf("restored Keys() = %d keys, want the %d written", len(keys), len(want))
+	}
+}
+
+// An update of a present key allocates nothing, whatever the key's type:
+// an integer, a string, a named string, a byte array.
+func TestValue_UpdateOfAPresentKeyDoesNotAllocate(t *testing.T) {
+	b := newBackend(t, cowstate.Config{})
+	updateDoesNotAllocate(t, b, int64(42))
+	updateDoesNotAllocate(t, b, "alice")
+	updateDoesNotAllocate(t, b, userName("bob"))
+	updateDoesNotAllocate(t, b, eventID{1, 2, 3})
+}
+
+func updateDoesNotAllocate[K comparable](t *testing.T, b *cowstate.Backend, key K) {
+	t.Helper()
+	v := must(cowstate.Value[K, int64](b, fmt.Sprintf("count-%T", key)))(t)
+	if err := v.Put(key, 1); err != nil {
+		t.Fatal(err)
+	}
+	inc := func(n int64) int64 { return n + 1 }
+	if n := testing.AllocsPerRun(100, func() {
+		if err := v.Update(key, inc); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Update of a present %T key allocates %v times", key, n)
+	}
+	if n := must(v.Get(key))(t); n != 102 {
+		t.Errorf("%T key: %d after 101 updates of 1, want 102", key, n)
 	}
 }

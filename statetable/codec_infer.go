@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 	"unsafe"
 )
@@ -26,6 +27,8 @@ type CodecProvider[T any] interface {
 //     by integers takes the inline fast path of its per-event calls);
 //   - a named type of one of those kinds (type UserID string): the codec
 //     of its kind, under the same ID;
+//   - a byte array ([16]byte, and named ones such as a UUID type): its
+//     bytes as they are, ID "bytes[16]";
 //   - time.Time (TimeCodec) and time.Duration (Signed);
 //   - VoidNamespace: Void;
 //   - a type implementing CodecProvider: its StateCodec;
@@ -76,6 +79,9 @@ func CodecFor[T any]() (Codec[T], error) {
 	if k := int(t.Kind()); k < len(kindCodecs) && kindCodecs[k] != nil {
 		return relabeled[T]{kindCodecs[k]}, nil
 	}
+	if t.Kind() == reflect.Array && t.Elem().Kind() == reflect.Uint8 {
+		return relabeled[T]{byteArray(t.Len())}, nil
+	}
 	if t.Kind() == reflect.Struct {
 		c, err := Struct[T]()
 		if err != nil {
@@ -88,44 +94,97 @@ func CodecFor[T any]() (Codec[T], error) {
 
 // kindCodec is the codec of a basic kind working on a pointer to the
 // value: what CodecFor gives a named type of that kind (type UserID
-// string), and the integer types without a codec variable. It is not
-// generic, so a program compiles it once, not once per inferred type
-// (the compile target: a minimal program that infers two codecs).
+// string), a byte array ([16]byte) and the integer types without a codec
+// variable. It is not generic, so a program compiles it once, not once per
+// inferred type (the compile target: a minimal program that infers two
+// codecs). Its methods are static calls that only read or write through
+// the pointer, so relabeled's value stays on the caller's stack: reaching
+// the kind's code through a function value made each Append and Decode of
+// a named type allocate (TestCodecFor_NamedTypesDoNotAllocate).
 type kindCodec struct {
-	id     string
-	fixed  fixedInt
-	append func(dst []byte, v unsafe.Pointer) []byte
-	decode func(src []byte, v unsafe.Pointer) error
+	id    string
+	kind  reflect.Kind // of the values' memory layout
+	fixed fixedInt     // the integer kinds and float64 on 64-bit platforms
+	n     int          // an array's length (kind Array: bytes)
 }
 
-func kindOf[U any](c Codec[U]) *kindCodec {
-	return &kindCodec{
-		id:     c.ID(),
-		fixed:  fixedOf(c),
-		append: func(dst []byte, v unsafe.Pointer) []byte { return c.Append(dst, *(*U)(v)) },
-		decode: func(src []byte, v unsafe.Pointer) error {
-			u, err := c.Decode(src)
-			*(*U)(v) = u
-			return err
-		},
-	}
+func kindOf[U any](kind reflect.Kind, c Codec[U]) *kindCodec {
+	return &kindCodec{id: c.ID(), kind: kind, fixed: fixedOf(c)}
 }
+
+// byteArray is the codec of a byte array of n bytes ([16]byte: a UUID, a
+// digest): its bytes as they are, so that byte order is the arrays'
+// order; a value of any other length does not decode.
+func byteArray(n int) *kindCodec {
+	return &kindCodec{id: fmt.Sprintf("bytes[%d]", n), kind: reflect.Array, n: n}
+}
+
+// appendAt appends the encoding of the value at p.
+func (k *kindCodec) appendAt(dst []byte, p unsafe.Pointer) []byte {
+	if w := k.fixed.w; w != 0 {
+		n := len(dst)
+		dst = slices.Grow(dst, w)[:n+w]
+		k.fixed.encode(dst[n:], p)
+		return dst
+	}
+	switch k.kind {
+	case reflect.String:
+		return String.Append(dst, *(*string)(p))
+	case reflect.Bool:
+		return Bool.Append(dst, *(*bool)(p))
+	case reflect.Array:
+		return append(dst, unsafe.Slice((*byte)(p), k.n)...)
+	case reflect.Int: // 4 bytes in memory, 8 in a file, on 32-bit platforms
+		return Int.Append(dst, *(*int)(p))
+	}
+	return uintCodec.Append(dst, *(*uint)(p)) // kind Uint, as Int
+}
+
+// decodeAt decodes src, exactly one value, into the value at p.
+func (k *kindCodec) decodeAt(src []byte, p unsafe.Pointer) (err error) {
+	if w := k.fixed.w; w != 0 {
+		if len(src) != w {
+			return fmt.Errorf("%w %s: got %d bytes; want %d", ErrDecode, k.id, len(src), w)
+		}
+		k.fixed.decode(src, p)
+		return nil
+	}
+	switch k.kind {
+	case reflect.String:
+		*(*string)(p), err = String.Decode(src)
+	case reflect.Bool:
+		*(*bool)(p), err = Bool.Decode(src)
+	case reflect.Array:
+		if len(src) != k.n {
+			return fmt.Errorf("%w %s: got %d bytes; want %d", ErrDecode, k.id, len(src), k.n)
+		}
+		copy(unsafe.Slice((*byte)(p), k.n), src)
+	case reflect.Int:
+		*(*int)(p), err = Int.Decode(src)
+	default:
+		*(*uint)(p), err = uintCodec.Decode(src)
+	}
+	return err
+}
+
+// uintCodec is the codec of uint, which has no variable of its own.
+var uintCodec = Unsigned[uint]()
 
 // kindCodecs are the codecs of the basic kinds, by reflect.Kind.
 var kindCodecs = [...]*kindCodec{
-	reflect.String:  kindOf(String),
-	reflect.Bool:    kindOf(Bool),
-	reflect.Float64: kindOf(Float64),
-	reflect.Int:     kindOf(Int),
-	reflect.Int8:    kindOf(Signed[int8]()),
-	reflect.Int16:   kindOf(Signed[int16]()),
-	reflect.Int32:   kindOf(Int32),
-	reflect.Int64:   kindOf(Int64),
-	reflect.Uint:    kindOf(Unsigned[uint]()),
-	reflect.Uint8:   kindOf(Unsigned[uint8]()),
-	reflect.Uint16:  kindOf(Unsigned[uint16]()),
-	reflect.Uint32:  kindOf(Uint32),
-	reflect.Uint64:  kindOf(Uint64),
+	reflect.String:  kindOf(reflect.String, String),
+	reflect.Bool:    kindOf(reflect.Bool, Bool),
+	reflect.Float64: kindOf(reflect.Float64, Float64),
+	reflect.Int:     kindOf(reflect.Int, Int),
+	reflect.Int8:    kindOf(reflect.Int8, Signed[int8]()),
+	reflect.Int16:   kindOf(reflect.Int16, Signed[int16]()),
+	reflect.Int32:   kindOf(reflect.Int32, Int32),
+	reflect.Int64:   kindOf(reflect.Int64, Int64),
+	reflect.Uint:    kindOf(reflect.Uint, uintCodec),
+	reflect.Uint8:   kindOf(reflect.Uint8, Unsigned[uint8]()),
+	reflect.Uint16:  kindOf(reflect.Uint16, Unsigned[uint16]()),
+	reflect.Uint32:  kindOf(reflect.Uint32, Uint32),
+	reflect.Uint64:  kindOf(reflect.Uint64, Uint64),
 }
 
 // relabeled is the codec of its kind for T, a type of that kind (and so
@@ -135,11 +194,11 @@ type relabeled[T any] struct{ k *kindCodec }
 
 func (r relabeled[T]) ID() string { return r.k.id }
 func (r relabeled[T]) Append(dst []byte, v T) []byte {
-	return r.k.append(dst, unsafe.Pointer(&v))
+	return r.k.appendAt(dst, unsafe.Pointer(&v))
 }
 func (r relabeled[T]) Decode(src []byte) (T, error) {
 	var v T
-	err := r.k.decode(src, unsafe.Pointer(&v))
+	err := r.k.decodeAt(src, unsafe.Pointer(&v))
 	return v, err
 }
 func (r relabeled[T]) fixedInt() fixedInt { return r.k.fixed }

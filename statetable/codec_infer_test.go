@@ -1,6 +1,7 @@
 package statetable
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -128,5 +129,73 @@ func TestCodecFor_OtherTypesAreAnErrorNamingThem(t *testing.T) {
 		if err := f(); !errors.Is(err, ErrNoCodec) {
 			t.Errorf("CodecFor[%s]: %v, want ErrNoCodec", name, err)
 		}
+	}
+}
+
+type digest [16]byte
+
+// A byte array (a UUID, a digest) encodes as its bytes, under an ID that
+// names its length, so that the byte order of encodings is the arrays'
+// order; a named array type gets the same codec.
+func TestCodecFor_ByteArraysAsTheirBytes(t *testing.T) {
+	d := digest{0: 0xff, 7: 1, 15: 0x80}
+	roundTrip(t, d, "bytes[16]")
+	roundTrip(t, [16]byte(d), "bytes[16]")
+	roundTrip(t, [4]byte{1, 2, 3, 4}, "bytes[4]")
+	roundTrip(t, [0]byte{}, "bytes[0]")
+
+	c := must[Codec[digest]](t)(CodecFor[digest]())
+	if got := c.Append([]byte("prefix"), d); string(got) != "prefix"+string(d[:]) {
+		t.Fatalf("Append = %x, want the prefix and the array's bytes", got)
+	}
+	lo, hi := digest{0: 1, 15: 0xff}, digest{0: 2}
+	if bytes.Compare(c.Append(nil, lo), c.Append(nil, hi)) >= 0 {
+		t.Error("encodings are not in the arrays' byte order")
+	}
+	for _, n := range []int{0, 15, 17} {
+		_, err := c.Decode(make([]byte, n))
+		if !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "bytes[16]") || !strings.Contains(err.Error(), "want 16") {
+			t.Errorf("Decode of %d bytes: %v, want ErrDecode naming bytes[16] and its length", n, err)
+		}
+	}
+}
+
+// A named type's codec reads and writes the value where it lies: Append
+// into room the buffer has allocates nothing, nor does Decode but for a
+// string's own bytes (a job keyed by type UserID string encodes a key an
+// event).
+func TestCodecFor_NamedTypesDoNotAllocate(t *testing.T) {
+	type (
+		name  string
+		flag  bool
+		score float64
+		count int
+		size  uint
+		small int16
+	)
+	noAllocs(t, name("alice"), true)
+	noAllocs(t, flag(true), false)
+	noAllocs(t, score(2.5), false)
+	noAllocs(t, count(-3), false)
+	noAllocs(t, size(3), false)
+	noAllocs(t, small(-3), false)
+	noAllocs(t, digest{1, 2, 3}, false)
+}
+
+func noAllocs[T comparable](t *testing.T, v T, decodeAllocates bool) {
+	t.Helper()
+	c := must[Codec[T]](t)(CodecFor[T]())
+	buf := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { buf = c.Append(buf[:0], v) }); n != 0 {
+		t.Errorf("%T: Append allocates %v times", v, n)
+	}
+	enc := c.Append(nil, v)
+	var got T
+	n := testing.AllocsPerRun(100, func() { got, _ = c.Decode(enc) })
+	if got != v {
+		t.Errorf("%T: decoded %v, want %v", v, got, v)
+	}
+	if want := map[bool]float64{false: 0, true: 1}[decodeAllocates]; n != want {
+		t.Errorf("%T: Decode allocates %v times, want %v", v, n, want)
 	}
 }
