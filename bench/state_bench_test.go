@@ -281,6 +281,7 @@ func BenchmarkValueGet(b *testing.B) {
 // as read-modify-writes (a count a key), for the states a job has besides
 // integer keys: a string key (base-36 of a random int64, about 12 bytes,
 // made as the event's key is decoded, so its bytes are in cache), an
+// int32 key (the key15 map, where an int64 key has the key8 map), an
 // int64 key in a namespace (an int64 standing for a window's start, as a
 // job that keeps one count a key and window by hand), and an int64 key
 // with a TTL of an hour (the processing time pinned once a batch; the
@@ -292,7 +293,11 @@ func BenchmarkUpdateEach(b *testing.B) {
 	const size = 1_000_000
 	ints := randomKeys(size)
 	const window = int64(1_700_000_000_000)
-	for _, key := range []string{"string", "int64-in-namespace", "int64-with-ttl"} {
+	i32s := make([]int32, size) // distinct: i times an odd constant is one to one on 32 bits
+	for i := range i32s {
+		i32s[i] = int32(uint32(i) * 2654435761)
+	}
+	for _, key := range []string{"string", "int32", "int64-in-namespace", "int64-with-ttl"} {
 		for _, impl := range []string{"cowstate-update", "cowstate-updateeach", "map"} {
 			b.Run(fmt.Sprintf("keys=%d/key=%s/impl=%s", size, key, impl), func(b *testing.B) {
 				var update func(idx []int, strs []string)
@@ -332,6 +337,51 @@ func BenchmarkUpdateEach(b *testing.B) {
 					}
 					count = func() int64 {
 						n, err := v.Get(strconv.FormatInt(ints[0], 36))
+						if err != nil {
+							b.Fatal(err)
+						}
+						return n
+					}
+				case key == "int32" && impl == "map":
+					m := make(map[int32]int64, size)
+					for _, k := range i32s {
+						m[k] = 0
+					}
+					update = func(idx []int, _ []string) {
+						for _, i := range idx {
+							m[i32s[i]]++
+						}
+					}
+					count = func() int64 { return m[i32s[0]] }
+				case key == "int32":
+					v, err := cowstate.Value[int32, int64](newBackend(b), "count")
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, k := range i32s {
+						if err := v.Put(k, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					batch := make([]int32, jobBatch)
+					update = func(idx []int, _ []string) {
+						if impl == "cowstate-update" {
+							for _, i := range idx {
+								if err := v.Update(i32s[i], increment); err != nil {
+									b.Fatal(err)
+								}
+							}
+							return
+						}
+						for j, i := range idx {
+							batch[j] = i32s[i]
+						}
+						if err := v.UpdateEach(batch, incrementAt); err != nil {
+							b.Fatal(err)
+						}
+					}
+					count = func() int64 {
+						n, err := v.Get(i32s[0])
 						if err != nil {
 							b.Fatal(err)
 						}

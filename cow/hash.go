@@ -21,6 +21,22 @@ func HashUint64(u uint64) uint64 {
 	return h
 }
 
+// HashUint32 is xxhash64 with seed 0 of the 4 bytes whose little-endian
+// value is u (what xxhash.Sum64 returns for them), computed inline as
+// HashUint64 is: the state table hashes 4-byte keys (int32, uint32) by it.
+// Any goroutine.
+func HashUint32(u uint32) uint64 {
+	h := xxPrime5 + 4
+	h ^= uint64(u) * xxPrime1
+	h = bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3
+	h ^= h >> 33
+	h *= xxPrime2
+	h ^= h >> 29
+	h *= xxPrime3
+	h ^= h >> 32
+	return h
+}
+
 // UnhashUint64 returns the u whose HashUint64 is h. Each step of the hash
 // is one to one on 64 bits (a multiply by an odd constant, a rotate, an
 // xor with a constant or with the word's own higher bits, an add), so the

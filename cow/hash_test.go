@@ -8,9 +8,10 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// TestHashUint64 checks the inline hash against xxhash.Sum64 of the same
-// 8 bytes, and its inverse both ways: a map keyed by these hashes
-// recovers every key from its hash, and every word is some key's hash.
+// TestHashUint64 checks the inline hashes against xxhash.Sum64 of the
+// same 8 bytes (HashUint64) and 4 bytes (HashUint32), and HashUint64's
+// inverse both ways: a map keyed by these hashes recovers every key from
+// its hash, and every word is some key's hash.
 func TestHashUint64(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var b [8]byte
@@ -31,6 +32,20 @@ func TestHashUint64(t *testing.T) {
 		}
 		if h := UnhashUint64(u); HashUint64(h) != u {
 			t.Fatalf("HashUint64(UnhashUint64(%#x)) = %#x", u, HashUint64(h))
+		}
+	}
+	var b4 [4]byte
+	for i := range 100_000 {
+		u := r.Uint32()
+		switch i {
+		case 0:
+			u = 0
+		case 1:
+			u = ^uint32(0)
+		}
+		binary.LittleEndian.PutUint32(b4[:], u)
+		if got, want := HashUint32(u), xxhash.Sum64(b4[:]); got != want {
+			t.Fatalf("HashUint32(%#x) = %#x, xxhash.Sum64 = %#x", u, got, want)
 		}
 	}
 	for _, p := range [][2]uint64{{xxPrime1, xxInv1}, {xxPrime2, xxInv2}, {xxPrime3, xxInv3}} {

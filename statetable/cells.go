@@ -135,13 +135,22 @@ var voidLow = EntryHash(0, nil)
 // is built in a key15 with no call through the codec and no scratch
 // buffer. It returns what locate returns, the key as the map holds it.
 func (c *cells[K, N, C]) locateFixed(key K) (uint64, key15, error) {
+	h, k := c.locateFixedOwned(key)
+	return h, k, c.checkFixedGroup(h)
+}
+
+// locateFixedOwned is locateFixed with no key-group check, for a table
+// that owns every key group (as locate8).
+func (c *cells[K, N, C]) locateFixedOwned(key K) (uint64, key15) {
 	var k key15
 	f := c.fixedKey
 	b := (*[16]byte)(unsafe.Pointer(&k))
 	b[0], b[1] = uint8(1+f.w), uint8(f.w)
 	f.encode(b[2:2+f.w], unsafe.Pointer(&key))
-	h := fixedEntryHash(HashKey(b[2 : 2+f.w]))
-	return h, k, c.checkFixedGroup(h)
+	if f.w == 4 {
+		return fixedEntryHash(cow.HashUint32(binary.LittleEndian.Uint32(b[2:6]))), k
+	}
+	return fixedEntryHash(HashKey(b[2 : 2+f.w])), k
 }
 
 // checkFixedGroup is checkGroup for the entry hash h of a key with no

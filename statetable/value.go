@@ -172,6 +172,9 @@ func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V)
 			return nil
 		})
 	}
+	if s.directFixed() {
+		return s.updateEachFixed(keys, f)
+	}
 	if !s.direct8() {
 		return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 			if err := s.Update(keys[i], ns, func(old V) V { return f(i, old) }); err != nil {
@@ -230,6 +233,9 @@ func (s *ValueState[K, N, V]) GetEach(keys []K, ns N, f func(i int, v V)) error 
 			return nil
 		})
 	}
+	if s.directFixed() {
+		return s.getEachFixed(keys, f)
+	}
 	if !s.direct8() {
 		return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 			v, err := s.Get(keys[i], ns)
@@ -249,6 +255,65 @@ func (s *ValueState[K, N, V]) GetEach(keys []K, ns N, f func(i int, v V)) error 
 		s.m.k8.Prefetch(hs[:len(group)])
 		for j := range group {
 			v, ok := s.m.k8.GetHashed(hs[j], cow.NoKey{})
+			if !ok {
+				v = s.def
+			}
+			f(from+j, v)
+		}
+	}
+	return nil
+}
+
+// directFixed reports whether the batch methods may take the key15 map
+// directly: a state with no TTL whose keys are fixed-width integers of
+// other than 8 bytes (int32, uint16, ...) with no namespace, in a table
+// that owns every key group.
+func (s *ValueState[K, N, V]) directFixed() bool {
+	return s.ttl == nil && s.fixedKey.w != 0 && s.fixedKey.w != 8 && s.t.ownsAll
+}
+
+// updateEachFixed is UpdateEach for directFixed: each key of a group is
+// encoded and hashed once, for the group's prefetch and for its update,
+// where an Update of each would locate it again (BenchmarkUpdateEach,
+// key=int32).
+func (s *ValueState[K, N, V]) updateEachFixed(keys []K, f func(i int, old V) V) error {
+	var (
+		hs [prefetchGroup]uint64
+		ks [prefetchGroup]key15
+	)
+	for from := 0; from < len(keys); from += prefetchGroup {
+		group := keys[from:min(from+prefetchGroup, len(keys))]
+		for j, key := range group {
+			hs[j], ks[j] = s.locateFixedOwned(key)
+		}
+		s.m.k15.Prefetch(hs[:len(group)])
+		for j := range group {
+			i := from + j
+			s.m.k15.UpdateHashed(hs[j], ks[j], func(old V, ok bool) V {
+				if !ok {
+					old = s.def
+				}
+				return f(i, old)
+			}, nil)
+		}
+	}
+	return nil
+}
+
+// getEachFixed is GetEach for directFixed, each key located once.
+func (s *ValueState[K, N, V]) getEachFixed(keys []K, f func(i int, v V)) error {
+	var (
+		hs [prefetchGroup]uint64
+		ks [prefetchGroup]key15
+	)
+	for from := 0; from < len(keys); from += prefetchGroup {
+		group := keys[from:min(from+prefetchGroup, len(keys))]
+		for j, key := range group {
+			hs[j], ks[j] = s.locateFixedOwned(key)
+		}
+		s.m.k15.Prefetch(hs[:len(group)])
+		for j := range group {
+			v, ok := s.m.k15.GetHashed(hs[j], ks[j])
 			if !ok {
 				v = s.def
 			}
