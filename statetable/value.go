@@ -146,13 +146,16 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 // What it adds is speed at scale: before updating a group of keys it
 // prefetches their entries (cow.Map.Prefetch), so the cache misses of
 // the group overlap where one Update after another waits on each in
-// turn. The prefetch is a hint, with no effect on the result: an integer
-// key with no namespace is located inline, any other key (a string, a key
-// in a namespace) is encoded and hashed for it and again for its update,
-// and only in a state of 32K cells or more (prefetchFarCells), which no
-// longer stays in a core's cache; with a TTL or without. Cost: one Update a key, less the misses the group overlaps
+// turn. The prefetch is a hint, with no effect on the result. Each key
+// is encoded and hashed once, for its prefetch and its update (an integer
+// key with no namespace inline, with no call through its codec), except
+// with a TTL or in a table that does not own every key group, where the
+// update locates it again. A key other than an integer with no namespace
+// (a string, a key in a namespace) is prefetched only in a state of 32K
+// cells or more (prefetchFarCells), which no longer stays in a core's
+// cache. Cost: one Update a key, less the misses the group overlaps
 // (BenchmarkJob at 10M keys, decision 0045; BenchmarkUpdateEach for
-// string keys and keys in a namespace).
+// string and int32 keys and keys in a namespace, decision 0059).
 //
 // An error stops it: the keys before the one that failed are updated, the
 // rest are not, and the error names the index and matches what Update's
