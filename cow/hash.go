@@ -12,13 +12,7 @@ import "math/bits"
 func HashUint64(u uint64) uint64 {
 	h := xxPrime5 + 8
 	h ^= bits.RotateLeft64(u*xxPrime2, 31) * xxPrime1
-	h = bits.RotateLeft64(h, 27)*xxPrime1 + xxPrime4
-	h ^= h >> 33
-	h *= xxPrime2
-	h ^= h >> 29
-	h *= xxPrime3
-	h ^= h >> 32
-	return h
+	return xxAvalanche(bits.RotateLeft64(h, 27)*xxPrime1 + xxPrime4)
 }
 
 // HashUint32 is xxhash64 with seed 0 of the 4 bytes whose little-endian
@@ -28,7 +22,11 @@ func HashUint64(u uint64) uint64 {
 func HashUint32(u uint32) uint64 {
 	h := xxPrime5 + 4
 	h ^= uint64(u) * xxPrime1
-	h = bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3
+	return xxAvalanche(bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3)
+}
+
+// xxAvalanche is xxhash64's final mix of its accumulator.
+func xxAvalanche(h uint64) uint64 {
 	h ^= h >> 33
 	h *= xxPrime2
 	h ^= h >> 29

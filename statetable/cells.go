@@ -153,6 +153,17 @@ func (c *cells[K, N, C]) locateFixedOwned(key K) (uint64, key15) {
 	return fixedEntryHash(HashKey(b[2 : 2+f.w])), k
 }
 
+// prefetchFixed locates each key of group (at most prefetchGroup keys of
+// a state whose keys are fixed-width of other than 8 bytes, in a table
+// that owns every key group) into hs and ks, and prefetches their
+// entries: what the batch methods then hand to the key15 map.
+func (c *cells[K, N, C]) prefetchFixed(group []K, hs *[prefetchGroup]uint64, ks *[prefetchGroup]key15) {
+	for j, key := range group {
+		hs[j], ks[j] = c.locateFixedOwned(key)
+	}
+	c.m.k15.Prefetch(hs[:len(group)])
+}
+
 // checkFixedGroup is checkGroup for the entry hash h of a key with no
 // namespace, which keeps the key hash's leading keyHashBits bits, all
 // that the key group depends on; the call is made only when the table

@@ -286,10 +286,7 @@ func (s *ValueState[K, N, V]) updateEachFixed(keys []K, f func(i int, old V) V) 
 	)
 	for from := 0; from < len(keys); from += prefetchGroup {
 		group := keys[from:min(from+prefetchGroup, len(keys))]
-		for j, key := range group {
-			hs[j], ks[j] = s.locateFixedOwned(key)
-		}
-		s.m.k15.Prefetch(hs[:len(group)])
+		s.prefetchFixed(group, &hs, &ks)
 		for j := range group {
 			i := from + j
 			s.m.k15.UpdateHashed(hs[j], ks[j], func(old V, ok bool) V {
@@ -311,10 +308,7 @@ func (s *ValueState[K, N, V]) getEachFixed(keys []K, f func(i int, v V)) error {
 	)
 	for from := 0; from < len(keys); from += prefetchGroup {
 		group := keys[from:min(from+prefetchGroup, len(keys))]
-		for j, key := range group {
-			hs[j], ks[j] = s.locateFixedOwned(key)
-		}
-		s.m.k15.Prefetch(hs[:len(group)])
+		s.prefetchFixed(group, &hs, &ks)
 		for j := range group {
 			v, ok := s.m.k15.GetHashed(hs[j], ks[j])
 			if !ok {
