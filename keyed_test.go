@@ -612,6 +612,33 @@ func TestValue_UpdateOfAPresentKeyDoesNotAllocate(t *testing.T) {
 	updateDoesNotAllocate(t, b, eventID{1, 2, 3})
 }
 
+// A batch add to present keys allocates nothing: a sum of int64 keys and
+// of int32 keys, whose batches locate each key once.
+func TestReducing_AddEachOfPresentKeysDoesNotAllocate(t *testing.T) {
+	b := newBackend(t, cowstate.Config{})
+	addEachDoesNotAllocate(t, b, []int64{7, -3, 7, 1 << 40, 9, 10, 11, 12, 13, 14})
+	addEachDoesNotAllocate(t, b, []int32{7, -3, 7, 1 << 20, 9, 10, 11, 12, 13, 14})
+}
+
+func addEachDoesNotAllocate[K comparable](t *testing.T, b *cowstate.Backend, keys []K) {
+	t.Helper()
+	sum := must(cowstate.Reducing[K, int64](b, fmt.Sprintf("sum-%T", keys[0]), func(acc, v int64) int64 { return acc + v }))(t)
+	one := func(int) int64 { return 1 }
+	if err := sum.AddEach(keys, one); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := sum.AddEach(keys, one); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("AddEach of present %T keys allocates %v times", keys[0], n)
+	}
+	if n, _, _ := sum.Get(keys[0]); n != 2*102 { // keys[0] is twice in keys
+		t.Errorf("%T keys: keys[0] sums to %d after 101 batches, want %d", keys[0], n, 2*102)
+	}
+}
+
 func updateDoesNotAllocate[K comparable](t *testing.T, b *cowstate.Backend, key K) {
 	t.Helper()
 	v := must(cowstate.Value[K, int64](b, fmt.Sprintf("count-%T", key)))(t)

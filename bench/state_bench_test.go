@@ -285,9 +285,10 @@ func BenchmarkValueGet(b *testing.B) {
 // int64 key in a namespace (an int64 standing for a window's start, as a
 // job that keeps one count a key and window by hand), and an int64 key
 // with a TTL of an hour (the processing time pinned once a batch; the
-// map keeps an expiry beside each count). Update one by one against
-// UpdateEach, which prefetches each group of keys, and the builtin map of
-// the same keys. ns/op is per update, the string's making included; each
+// map keeps an expiry beside each count), and an int64 key's count as a
+// reducing state's sum (Add for Update, AddEach for UpdateEach). Update
+// one by one against UpdateEach, which prefetches each group of keys,
+// and the builtin map of the same keys. ns/op is per update, the string's making included; each
 // run checks the count of one key.
 func BenchmarkUpdateEach(b *testing.B) {
 	const size = 1_000_000
@@ -297,7 +298,7 @@ func BenchmarkUpdateEach(b *testing.B) {
 	for i := range i32s {
 		i32s[i] = int32(uint32(i) * 2654435761)
 	}
-	for _, key := range []string{"string", "int32", "int64-in-namespace", "int64-with-ttl"} {
+	for _, key := range []string{"string", "int32", "int64-in-namespace", "int64-with-ttl", "int64-reducing"} {
 		for _, impl := range []string{"cowstate-update", "cowstate-updateeach", "map"} {
 			b.Run(fmt.Sprintf("keys=%d/key=%s/impl=%s", size, key, impl), func(b *testing.B) {
 				var update func(idx []int, strs []string)
@@ -382,6 +383,52 @@ func BenchmarkUpdateEach(b *testing.B) {
 					}
 					count = func() int64 {
 						n, err := v.Get(i32s[0])
+						if err != nil {
+							b.Fatal(err)
+						}
+						return n
+					}
+				case key == "int64-reducing" && impl == "map":
+					m := make(map[int64]int64, size)
+					for _, k := range ints {
+						m[k] = 0
+					}
+					update = func(idx []int, _ []string) {
+						for _, i := range idx {
+							m[ints[i]] += 1
+						}
+					}
+					count = func() int64 { return m[ints[0]] }
+				case key == "int64-reducing": // a sum: Add each key (impl=cowstate-update), AddEach the batch
+					r, err := cowstate.Reducing[int64, int64](newBackend(b), "count", func(acc, v int64) int64 { return acc + v })
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, k := range ints {
+						if err := r.Add(k, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					batch := make([]int64, jobBatch)
+					one := func(int) int64 { return 1 }
+					update = func(idx []int, _ []string) {
+						if impl == "cowstate-update" {
+							for _, i := range idx {
+								if err := r.Add(ints[i], 1); err != nil {
+									b.Fatal(err)
+								}
+							}
+							return
+						}
+						for j, i := range idx {
+							batch[j] = ints[i]
+						}
+						if err := r.AddEach(batch, one); err != nil {
+							b.Fatal(err)
+						}
+					}
+					count = func() int64 {
+						n, _, err := r.Get(ints[0])
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -77,11 +77,8 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) AddCreating(key K, ns N, in IN) (
 		return !ok && err == nil, err
 	}
 	err = s.update(key, ns, func(acc ACC, ok bool) ACC {
-		if !ok {
-			created = true
-			acc = s.fn.CreateAccumulator()
-		}
-		return s.fn.Add(in, acc)
+		created = !ok
+		return s.fold(acc, ok, in)
 	})
 	return created && err == nil, err
 }
@@ -101,6 +98,10 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEach(keys []K, ns N, in func(i
 			return nil
 		})
 	}
+	if s.ttl == nil && s.directEach() {
+		s.updateEachDirect(keys, func(i int, acc ACC, ok bool) ACC { return s.fold(acc, ok, in(i)) }, nil)
+		return nil
+	}
 	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		if err := s.Add(keys[i], ns, in(i)); err != nil {
 			return fmt.Errorf("keys[%d]: %w", i, err)
@@ -113,13 +114,19 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEach(keys []K, ns N, in func(i
 // ck (hash h), for a batch that located it already (eachLocated).
 func (s *AggregatingState[K, N, IN, ACC, OUT]) addLocated(h uint64, ck string, in IN) (created bool) {
 	s.m.update(h, ck, true, func(acc ACC, ok bool) ACC {
-		if !ok {
-			created = true
-			acc = s.fn.CreateAccumulator()
-		}
-		return s.fn.Add(in, acc)
+		created = !ok
+		return s.fold(acc, ok, in)
 	})
 	return created
+}
+
+// fold returns what an Add of in makes of the accumulator acc (ok: there
+// is one; else a new one takes in).
+func (s *AggregatingState[K, N, IN, ACC, OUT]) fold(acc ACC, ok bool, in IN) ACC {
+	if !ok {
+		acc = s.fn.CreateAccumulator()
+	}
+	return s.fn.Add(in, acc)
 }
 
 // AddEachCreating is AddEach that calls added(i, created) once keys[i]
@@ -136,6 +143,11 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) AddEachCreating(keys []K, ns N, i
 			added(i, s.addLocated(h, ck, in(i)))
 			return nil
 		})
+	}
+	if s.ttl == nil && s.directEach() {
+		s.updateEachDirect(keys, func(i int, acc ACC, ok bool) ACC { return s.fold(acc, ok, in(i)) },
+			func(i int, existed bool) { added(i, !existed) })
+		return nil
 	}
 	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		created, err := s.AddCreating(keys[i], ns, in(i))

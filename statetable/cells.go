@@ -187,6 +187,55 @@ func (c *cells[K, N, C]) locate8(key K) uint64 {
 	return key8Hash(k)
 }
 
+// directEach reports whether the batch writes of a state without a TTL
+// may go to the key8 or key15 map directly (updateEachDirect): its keys
+// are fixed-width with no namespace, and its table owns every key group.
+func (c *cells[K, N, C]) directEach() bool {
+	return c.fixedKey.w != 0 && c.t.ownsAll
+}
+
+// updateEachDirect is the batch write of a state without a TTL for which
+// directEach holds: each group of keys is located once, for the group's
+// prefetch and for its writes, and then the cell of keys[i] is set to
+// f(i, old, ok), where old and ok are its cell and whether it had one,
+// and done(i, ok) is called, unless done is nil. Through eachInGroups the
+// prefetch located a group's keys and each Add located its key again
+// (BenchmarkUpdateEach, key=int64-reducing). f and done may use the
+// state, as an Add's may, but not keys, which is read a group ahead.
+// Writer goroutine only.
+func (c *cells[K, N, C]) updateEachDirect(keys []K, f func(i int, old C, ok bool) C, done func(i int, existed bool)) {
+	var (
+		hs [prefetchGroup]uint64
+		ks [prefetchGroup]key15
+	)
+	for from := 0; from < len(keys); from += prefetchGroup {
+		group := keys[from:min(from+prefetchGroup, len(keys))]
+		if c.fixedKey.w == 8 {
+			for j, key := range group {
+				hs[j] = c.locate8(key)
+			}
+			c.m.k8.Prefetch(hs[:len(group)])
+		} else {
+			c.prefetchFixed(group, &hs, &ks)
+		}
+		for j := range group {
+			i, existed := from+j, false
+			write := func(old C, ok bool) C {
+				existed = ok
+				return f(i, old, ok)
+			}
+			if c.fixedKey.w == 8 {
+				c.m.k8.UpdateHashed(hs[j], cow.NoKey{}, write, nil)
+			} else {
+				c.m.k15.UpdateHashed(hs[j], ks[j], write, nil)
+			}
+			if done != nil {
+				done(i, existed)
+			}
+		}
+	}
+}
+
 // fixedEntryHash is the entry hash of a key of hash keyHash with no
 // namespace: EntryHash(keyHash, nil).
 func fixedEntryHash(keyHash uint64) uint64 {

@@ -99,6 +99,10 @@ func (s *ReducingState[K, N, V]) AddEach(keys []K, ns N, value func(i int) V) er
 			return nil
 		})
 	}
+	if s.ttl == nil && s.directEach() {
+		s.updateEachDirect(keys, func(i int, old V, ok bool) V { return s.fold(old, ok, value(i)) }, nil)
+		return nil
+	}
 	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		if err := s.Add(keys[i], ns, value(i)); err != nil {
 			return fmt.Errorf("keys[%d]: %w", i, err)
@@ -112,12 +116,17 @@ func (s *ReducingState[K, N, V]) AddEach(keys []K, ns N, value func(i int) V) er
 func (s *ReducingState[K, N, V]) addLocated(h uint64, ck string, v V) (created bool) {
 	s.m.update(h, ck, true, func(old V, ok bool) V {
 		created = !ok
-		if ok {
-			return s.reduce(old, v)
-		}
-		return v
+		return s.fold(old, ok, v)
 	})
 	return created
+}
+
+// fold returns what an Add of v makes of the value old (ok: there is one).
+func (s *ReducingState[K, N, V]) fold(old V, ok bool, v V) V {
+	if ok {
+		return s.reduce(old, v)
+	}
+	return v
 }
 
 // AddEachCreating is AddEach that calls added(i, created) once keys[i] is
@@ -134,6 +143,11 @@ func (s *ReducingState[K, N, V]) AddEachCreating(keys []K, ns N, value func(i in
 			added(i, s.addLocated(h, ck, value(i)))
 			return nil
 		})
+	}
+	if s.ttl == nil && s.directEach() {
+		s.updateEachDirect(keys, func(i int, old V, ok bool) V { return s.fold(old, ok, value(i)) },
+			func(i int, existed bool) { added(i, !existed) })
+		return nil
 	}
 	return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 		created, err := s.AddCreating(keys[i], ns, value(i))

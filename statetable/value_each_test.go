@@ -426,3 +426,146 @@ func listAt[K, N any](s *ListState[K, N, int64], snap *Snapshot, key K, ns N) (i
 	}
 	return s.GetAt(snap, key, ns)
 }
+
+// A batch add of fixed-width keys with no namespace, in a table that owns
+// every key group, locates each key once (updateEachDirect); what it
+// gives is still that of AddCreating of each key in turn: the values, and
+// for AddEachCreating each key's created flag, reported once the add has
+// landed (added reads the value it made). int64 and int32 keys, reducing
+// and aggregating states, keys repeated within a group, clears and
+// captures between batches.
+func TestAddEach_FixedKeysAreAddCreatingInTurn(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sum := func(a, b int64) int64 { return a*2 + b } // order matters: a wrong order shows
+		type states struct {
+			tab  *Table
+			r64  *ReducingState[int64, VoidNamespace, int64]
+			r32  *ReducingState[int32, VoidNamespace, int64]
+			a64  *AggregatingState[int64, VoidNamespace, int64, [2]int64, string]
+			a32  *AggregatingState[int32, VoidNamespace, int64, [2]int64, string]
+			seen []string // what added reported, or AddCreating returned, in turn
+		}
+		var st [2]*states
+		for i := range st {
+			tab, err := NewTable(cow.NewOwner(), Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &states{tab: tab}
+			s.r64, err = NewReducing(tab, "r64", Int64, Void, Int64, sum)
+			if err == nil {
+				s.r32, err = NewReducing(tab, "r32", Int32, Void, Int64, sum)
+			}
+			if err == nil {
+				s.a64, err = NewAggregating(tab, "a64", Int64, Void, accCodec, AggregateFunction[int64, [2]int64, string](sumAgg{}))
+			}
+			if err == nil {
+				s.a32, err = NewAggregating(tab, "a32", Int32, Void, accCodec, AggregateFunction[int64, [2]int64, string](sumAgg{}))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			st[i] = s
+		}
+		batch, single := st[0], st[1]
+		var capture *cow.Capture
+		for round := range rapid.IntRange(1, 30).Draw(t, "rounds") {
+			keys := rapid.SliceOfN(rapid.Int64Range(-20, 20), 0, 3*prefetchGroup).Draw(t, "keys")
+			k32 := make([]int32, len(keys))
+			for i, k := range keys {
+				k32[i] = int32(k)
+			}
+			value := func(i int) int64 { return int64(round*100 + i) }
+			creating := rapid.Bool().Draw(t, "creating")
+			var errs []error
+			if creating {
+				report := func(name string, get func(i int) string) func(int, bool) {
+					return func(i int, created bool) {
+						batch.seen = append(batch.seen, fmt.Sprint(name, i, created, get(i)))
+					}
+				}
+				errs = []error{
+					batch.r64.AddEachCreating(keys, VoidNamespace{}, value, report("r64", func(i int) string { return fmt.Sprint(batch.r64.Get(keys[i], VoidNamespace{})) })),
+					batch.r32.AddEachCreating(k32, VoidNamespace{}, value, report("r32", func(i int) string { return fmt.Sprint(batch.r32.Get(k32[i], VoidNamespace{})) })),
+					batch.a64.AddEachCreating(keys, VoidNamespace{}, value, report("a64", func(i int) string { return fmt.Sprint(batch.a64.Get(keys[i], VoidNamespace{})) })),
+					batch.a32.AddEachCreating(k32, VoidNamespace{}, value, report("a32", func(i int) string { return fmt.Sprint(batch.a32.Get(k32[i], VoidNamespace{})) })),
+				}
+			} else {
+				errs = []error{
+					batch.r64.AddEach(keys, VoidNamespace{}, value),
+					batch.r32.AddEach(k32, VoidNamespace{}, value),
+					batch.a64.AddEach(keys, VoidNamespace{}, value),
+					batch.a32.AddEach(k32, VoidNamespace{}, value),
+				}
+			}
+			for _, err := range errs {
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+			}
+			s := single
+			for _, name := range []string{"r64", "r32", "a64", "a32"} {
+				for i := range keys {
+					var c bool
+					var got string
+					var err error
+					switch name {
+					case "r64":
+						c, err = s.r64.AddCreating(keys[i], VoidNamespace{}, value(i))
+						got = fmt.Sprint(s.r64.Get(keys[i], VoidNamespace{}))
+					case "r32":
+						c, err = s.r32.AddCreating(k32[i], VoidNamespace{}, value(i))
+						got = fmt.Sprint(s.r32.Get(k32[i], VoidNamespace{}))
+					case "a64":
+						c, err = s.a64.AddCreating(keys[i], VoidNamespace{}, value(i))
+						got = fmt.Sprint(s.a64.Get(keys[i], VoidNamespace{}))
+					case "a32":
+						c, err = s.a32.AddCreating(k32[i], VoidNamespace{}, value(i))
+						got = fmt.Sprint(s.a32.Get(k32[i], VoidNamespace{}))
+					}
+					if err != nil {
+						t.Fatalf("round %d: %s AddCreating: %v", round, name, err)
+					}
+					if creating {
+						s.seen = append(s.seen, fmt.Sprint(name, i, c, got))
+					}
+				}
+			}
+			if !slices.Equal(batch.seen, single.seen) {
+				t.Fatalf("round %d: AddEachCreating reported\n%q\nAddCreating in turn\n%q", round, batch.seen, single.seen)
+			}
+			switch rapid.IntRange(0, 3).Draw(t, "then") {
+			case 0: // a key cleared in both: its next add creates it again
+				k := rapid.Int64Range(-20, 20).Draw(t, "cleared")
+				for _, s := range st {
+					for _, err := range []error{s.r64.Clear(k, VoidNamespace{}), s.r32.Clear(int32(k), VoidNamespace{}), s.a64.Clear(k, VoidNamespace{}), s.a32.Clear(int32(k), VoidNamespace{})} {
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			case 1: // the batch's table captured, or its capture released
+				if capture != nil {
+					capture.Release()
+					capture = nil
+				} else {
+					capture = batch.tab.Owner().Capture()
+				}
+			}
+		}
+		for k := range int64(41) {
+			k -= 20
+			var got, want [4]string
+			for i, out := range []*[4]string{&got, &want} {
+				s := st[i]
+				*out = [4]string{
+					fmt.Sprint(s.r64.Get(k, VoidNamespace{})), fmt.Sprint(s.r32.Get(int32(k), VoidNamespace{})),
+					fmt.Sprint(s.a64.Get(k, VoidNamespace{})), fmt.Sprint(s.a32.Get(int32(k), VoidNamespace{})),
+				}
+			}
+			if got != want {
+				t.Fatalf("key %d: the batches gave %q, Add in turn %q (r64, r32, a64, a32)", k, got, want)
+			}
+		}
+	})
+}
