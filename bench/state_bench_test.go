@@ -277,6 +277,17 @@ func BenchmarkValueGet(b *testing.B) {
 	}
 }
 
+// regionUser is BenchmarkUpdateEach's struct key: a composite key of two
+// fields, as a job keyed by a tuple has, encoded by the inferred Struct
+// codec.
+type regionUser struct {
+	User   int64
+	Region int32
+}
+
+// regionUserOf is the struct key of the i-th key k.
+func regionUserOf(k int64, i int) regionUser { return regionUser{k, int32(i % 64)} }
+
 // BenchmarkUpdateEach is BenchmarkValueGet's batches of 1024 uniform keys
 // as read-modify-writes (a count a key), for the states a job has besides
 // integer keys: a string key (base-36 of a random int64, about 12 bytes,
@@ -286,7 +297,8 @@ func BenchmarkValueGet(b *testing.B) {
 // job that keeps one count a key and window by hand), and an int64 key
 // with a TTL of an hour (the processing time pinned once a batch; the
 // map keeps an expiry beside each count), and an int64 key's count as a
-// reducing state's sum (Add for Update, AddEach for UpdateEach). Update
+// reducing state's sum (Add for Update, AddEach for UpdateEach), and a
+// struct of an int64 and an int32 (regionUser). Update
 // one by one against UpdateEach, which prefetches each group of keys,
 // and the builtin map of the same keys. ns/op is per update, the string's making included; each
 // run checks the count of one key.
@@ -298,7 +310,7 @@ func BenchmarkUpdateEach(b *testing.B) {
 	for i := range i32s {
 		i32s[i] = int32(uint32(i) * 2654435761)
 	}
-	for _, key := range []string{"string", "int32", "int64-in-namespace", "int64-with-ttl", "int64-reducing"} {
+	for _, key := range []string{"string", "int32", "int64-in-namespace", "int64-with-ttl", "int64-reducing", "struct"} {
 		for _, impl := range []string{"cowstate-update", "cowstate-updateeach", "map"} {
 			b.Run(fmt.Sprintf("keys=%d/key=%s/impl=%s", size, key, impl), func(b *testing.B) {
 				var update func(idx []int, strs []string)
@@ -429,6 +441,51 @@ func BenchmarkUpdateEach(b *testing.B) {
 					}
 					count = func() int64 {
 						n, _, err := r.Get(ints[0])
+						if err != nil {
+							b.Fatal(err)
+						}
+						return n
+					}
+				case key == "struct" && impl == "map":
+					m := make(map[regionUser]int64, size)
+					for i, k := range ints {
+						m[regionUserOf(k, i)] = 0
+					}
+					update = func(idx []int, _ []string) {
+						for _, i := range idx {
+							m[regionUserOf(ints[i], i)]++
+						}
+					}
+					count = func() int64 { return m[regionUserOf(ints[0], 0)] }
+				case key == "struct":
+					v, err := cowstate.Value[regionUser, int64](newBackend(b), "count")
+					if err != nil {
+						b.Fatal(err)
+					}
+					for i, k := range ints {
+						if err := v.Put(regionUserOf(k, i), 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					batch := make([]regionUser, jobBatch)
+					update = func(idx []int, _ []string) {
+						if impl == "cowstate-update" {
+							for _, i := range idx {
+								if err := v.Update(regionUserOf(ints[i], i), increment); err != nil {
+									b.Fatal(err)
+								}
+							}
+							return
+						}
+						for j, i := range idx {
+							batch[j] = regionUserOf(ints[i], i)
+						}
+						if err := v.UpdateEach(batch, incrementAt); err != nil {
+							b.Fatal(err)
+						}
+					}
+					count = func() int64 {
+						n, err := v.Get(regionUserOf(ints[0], 0))
 						if err != nil {
 							b.Fatal(err)
 						}
