@@ -154,25 +154,39 @@ func (s *ListState[K, N, E]) ttlRuntime() *ttlRuntime {
 	return s.ttl.runtime()
 }
 
-// Add appends e to the list of (key, ns). O(log n). Writer goroutine only.
+// Add appends e to the list of (key, ns). O(log n): one walk of the
+// state's map for a short list (smallListMax elements or fewer), where a
+// get and a put took two (BenchmarkListAdd); a longer list's append
+// writes its tree, and the cell's store then walks again. Writer
+// goroutine only.
 func (s *ListState[K, N, E]) Add(key K, ns N, e E) error {
 	if s.ttl != nil {
 		return s.ttl.add(key, ns, []E{e}, false)
 	}
-	l, _, err := s.get(key, ns)
-	if err != nil {
-		return err
-	}
-	return s.store(key, ns, s.appendTo(l, []E{e}))
+	return s.update(key, ns, func(l list[E], _ bool) list[E] { return s.appendTo(l, []E{e}) })
 }
 
 // AddEach is Add of e(i) to the list of keys[i], in namespace ns, for
 // each index in turn: the result of the calls of Add one by one, each
 // group of keys prefetched first, as ValueState.UpdateEach does (the
-// cells, which hold each list's first node; not the nodes). An error
+// cells, which hold each list's first node; not the nodes), and each key
+// located once for its prefetch and its append, except with a TTL. An error
 // stops it, the keys before the failing one added, and names the index.
 // Writer goroutine only.
 func (s *ListState[K, N, E]) AddEach(keys []K, ns N, e func(i int) E) error {
+	if s.ttl == nil && s.fixedKey.w == 0 {
+		return s.eachLocated(keys, ns, func(i int, h uint64, ck string, err error) error {
+			if err != nil {
+				return fmt.Errorf("keys[%d]: %w", i, err)
+			}
+			s.m.update(h, ck, true, func(l list[E], _ bool) list[E] { return s.appendTo(l, []E{e(i)}) })
+			return nil
+		})
+	}
+	if s.ttl == nil && s.directEach() {
+		s.updateEachDirect(keys, func(i int, l list[E], _ bool) list[E] { return s.appendTo(l, []E{e(i)}) }, nil)
+		return nil
+	}
 	return eachInGroups(s.prefetcher(), keys, ns, func(i int) error {
 		if err := s.Add(keys[i], ns, e(i)); err != nil {
 			return fmt.Errorf("keys[%d]: %w", i, err)
