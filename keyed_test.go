@@ -635,7 +635,7 @@ func addEachDoesNotAllocate[K comparable](t *testing.T, b *cowstate.Backend, key
 		t.Errorf("AddEach of present %T keys allocates %v times", keys[0], n)
 	}
 	if n, _, _ := sum.Get(keys[0]); n != 2*102 { // keys[0] is twice in keys
-		t.Errorf("%T keys: keys[0] sums to %d after 101 batches, want %d", keys[0], n, 2*102)
+		t.Errorf("%T keys: keys[0] sums to %d after 102 batches, want %d", keys[0], n, 2*102)
 	}
 }
 

@@ -77,8 +77,11 @@ func (s *AggregatingState[K, N, IN, ACC, OUT]) AddCreating(key K, ns N, in IN) (
 		return !ok && err == nil, err
 	}
 	err = s.update(key, ns, func(acc ACC, ok bool) ACC {
-		created = !ok
-		return s.fold(acc, ok, in)
+		if !ok {
+			created = true
+			acc = s.fn.CreateAccumulator()
+		}
+		return s.fn.Add(in, acc)
 	})
 	return created && err == nil, err
 }

@@ -170,9 +170,9 @@ func (s *ListState[K, N, E]) Add(key K, ns N, e E) error {
 // each index in turn: the result of the calls of Add one by one, each
 // group of keys prefetched first, as ValueState.UpdateEach does (the
 // cells, which hold each list's first node; not the nodes), and each key
-// located once for its prefetch and its append, except with a TTL. An error
-// stops it, the keys before the failing one added, and names the index.
-// Writer goroutine only.
+// located once for its prefetch and its append, except with a TTL. An
+// error stops it, the keys before the failing one added, and names the
+// index. Writer goroutine only.
 func (s *ListState[K, N, E]) AddEach(keys []K, ns N, e func(i int) E) error {
 	if s.ttl == nil && s.fixedKey.w == 0 {
 		return s.eachLocated(keys, ns, func(i int, h uint64, ck string, err error) error {

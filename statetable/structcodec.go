@@ -93,8 +93,8 @@ func (c migratingCodec[V, O]) DecoderFor(id string) (func([]byte) (V, error), er
 // their bits, so a value's
 // encoding is at most a few bytes longer than its fields'. Cost: Append
 // reads the fields at their offsets, with no reflection and no
-// allocation, so a struct key costs what its fields' bytes do; Decode
-// uses reflection; the decoder of an old schema is built once.
+// allocation; Decode uses reflection and allocates the value; the
+// decoder of an old schema is built once.
 func Struct[T any]() (Evolving[T], error) {
 	t := reflect.TypeFor[T]()
 	if t.Kind() != reflect.Struct {
@@ -192,10 +192,10 @@ type structCodec[T any] struct {
 func (c structCodec[T]) ID() string { return c.id }
 
 // Append writes v's stored fields in schema order. v stays on the
-// caller's stack: appendFields only reads through the pointer, where
-// reflect.ValueOf(&v) made every Append allocate v on the heap, an
-// allocation an event for a state keyed by a struct
-// (TestStruct_AppendDoesNotAllocate; BenchmarkUpdateEach, key=struct).
+// caller's stack, as appendFields only reads through the pointer: a
+// reflect.Value of &v would move v to the heap, an allocation an event
+// for a state keyed by a struct (TestStruct_AppendDoesNotAllocate;
+// BenchmarkUpdateEach, key=struct).
 func (c structCodec[T]) Append(dst []byte, v T) []byte {
 	return appendFields(dst, c.plan, unsafe.Pointer(&v))
 }
