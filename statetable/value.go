@@ -278,7 +278,9 @@ func (s *ValueState[K, N, V]) directFixed() bool {
 // updateEachFixed is UpdateEach for directFixed: each key of a group is
 // encoded and hashed once, for the group's prefetch and for its update,
 // where an Update of each would locate it again (BenchmarkUpdateEach,
-// key=int32).
+// key=int32). It is cells.updateEachDirect written out: through that
+// one's function value, which the default value needs wrapped round f,
+// an update takes 22 instructions more (560 against 538, callgrind).
 func (s *ValueState[K, N, V]) updateEachFixed(keys []K, f func(i int, old V) V) error {
 	var (
 		hs [prefetchGroup]uint64
