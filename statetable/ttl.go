@@ -129,6 +129,16 @@ func stampedCodec[V any](vc Codec[V]) Codec[stamped[V]] {
 // changed.
 func stampedEquality[V any]() func(a, b stamped[V]) bool {
 	if equalityFor[stamped[V]]() == nil {
+		if unsafe.Sizeof(*new(V)) == 8 {
+			// Equal bytes, compared by a closure rather than by the map's
+			// BytesEqual: the map calls either through a function value,
+			// and a generic function's value goes through a wrapper that
+			// passes its dictionary (a TTL count's put: 21 -> 5
+			// instructions, callgrind, BenchmarkValueUpdate ttl=on).
+			return func(a, b stamped[V]) bool {
+				return a.exp == b.exp && *(*uint64)(unsafe.Pointer(&a.v)) == *(*uint64)(unsafe.Pointer(&b.v))
+			}
+		}
 		return nil // equal bytes: the map compares them itself
 	}
 	ev := equalityFor[V]()
@@ -592,6 +602,10 @@ func valueHooks[V any](rt *ttlRuntime, vc Codec[V]) *ttlHooks[stamped[V]] {
 type ttlCells[K, N, V any] struct {
 	*cells[K, N, stamped[V]]
 	rt *ttlRuntime
+	// plain: an access does nothing but read or write its entry (no
+	// refresh on read, no cleanup per access): getLive and putNow may go
+	// to the key8 map directly (direct8). Fixed at registration.
+	plain bool
 }
 
 // valueTTL is the TTL side of a value, reducing or aggregating state
@@ -644,7 +658,7 @@ func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N]
 	c.ttl = valueHooks(rt, vc)
 	c.ttl.floor = math.MinInt64
 	t.ttl = append(t.ttl, c)
-	return &ttlCells[K, N, V]{cells: c, rt: rt}
+	return &ttlCells[K, N, V]{cells: c, rt: rt, plain: cfg.Update != UpdateOnReadAndWrite && cfg.CleanupPerAccess == 0}
 }
 
 // after runs the per-access cleanup, if configured. Every access runs it,
@@ -672,34 +686,31 @@ func (c *ttlCells[K, N, V]) clear(key K, ns N) error {
 // a TTL).
 func (c *ttlCells[K, N, V]) direct8() bool { return c.fixedKey.w == 8 && c.t.ownsAll }
 
-// plainReads reports whether a read of a live value does nothing but
-// read: no refresh (UpdateOnCreateAndWrite) and no cleanup per access.
-func (c *ttlCells[K, N, V]) plainReads() bool {
-	return !c.rt.onRead() && c.rt.cfg.CleanupPerAccess == 0
-}
-
 // getLive returns the value of (key, ns) by the TTL's rules: an expired
 // value is removed, and returned only with ReturnExpiredIfNotCleanedUp; a
 // live one is refreshed with UpdateOnReadAndWrite.
 //
-// A read that only reads (plainReads) of a key of direct8 goes to the
-// key8 map directly, with no location built: an absent key or a live
-// value is the whole of it, and an expired one takes the general path.
-// A TTL count's get and put took 748 instructions against 430 without a
-// TTL, and take 603 with this, putNow and cow.BytesEqual's compare of two
-// words (callgrind at 1K keys; BenchmarkReadModifyWrite, op=ttl-get-put,
-// 63-64 -> 54-56 ns, op=get-put 39-40).
+// A read of a plain state (no refresh, no cleanup per access) of a key of
+// direct8 goes to the key8 map directly, with no location built: an
+// absent key or a live value is the whole of it, and an expired one takes
+// the general path (getLocated). With putNow's direct write and the
+// stamped equality's closure, a TTL count's get and put take 556
+// instructions, 452 without a TTL (callgrind, the loop of
+// BenchmarkValueUpdate ttl=on and ttl=off at 1M keys).
 func (c *ttlCells[K, N, V]) getLive(key K, ns N) (V, bool, error) {
-	var zero V
-	if c.direct8() && c.plainReads() {
+	if c.plain && c.direct8() {
 		s, ok := c.m.k8.GetHashed(c.locate8(key), cow.NoKey{})
-		if !ok {
-			return zero, false, nil
-		}
-		if !s.expired(c.t.now()) {
-			return s.v, true, nil
+		if !ok || !s.expired(c.t.now()) {
+			return s.v, ok, nil // s is the zero value if !ok
 		}
 	}
+	return c.getLocated(key, ns)
+}
+
+// getLocated is getLive by a location: a key that is not direct8, a
+// state whose reads refresh or clean up, or an expired value.
+func (c *ttlCells[K, N, V]) getLocated(key K, ns N) (V, bool, error) {
+	var zero V
 	l, err := c.find(key, ns)
 	if err != nil {
 		return zero, false, err
@@ -777,9 +788,16 @@ func (c *ttlCells[K, N, V]) putLive(key K, ns N, v V, now int64) error {
 }
 
 // putNow is putLive at the table's time: one call through the state's
-// TTL side where putLive with now() as its argument makes two.
+// TTL side where putLive with now() as its argument makes two, and for a
+// plain state of direct8 keys the write itself, with no call before the
+// map's.
 func (c *ttlCells[K, N, V]) putNow(key K, ns N, v V) error {
-	return c.putLive(key, ns, v, c.t.now())
+	now := c.t.now()
+	if c.plain && c.direct8() {
+		c.m.k8.SetHashed(c.locate8(key), cow.NoKey{}, stamped[V]{v, c.rt.expiry(now)}, nil)
+		return nil
+	}
+	return c.putLive(key, ns, v, now)
 }
 
 // getAtLive reads (key, ns) in a snapshot: an expired value (by the

@@ -84,7 +84,14 @@ func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
 		}
 		return s.def, nil
 	}
-	v, ok, err := s.Lookup(key, ns)
+	var v V
+	var ok bool
+	var err error
+	if s.ttl != nil { // Lookup written out: it is not inlined
+		v, ok, err = s.ttl.getLive(key, ns)
+	} else {
+		v, ok, err = s.get(key, ns)
+	}
 	if !ok {
 		return s.def, err
 	}
