@@ -43,7 +43,7 @@ func oneWord[V any]() bool {
 // of int64s), which compare as two uint64s rather than as 16 bytes by the
 // runtime's compare of memory: about 40 instructions fewer a put of a
 // 16-byte value (counted by callgrind on a TTL state's count, whose
-// equality the state table now gives as a closure of its own). A
+// equality the state table gives as a closure of its own). A
 // constant for each instantiation.
 func twoWords[V any]() bool {
 	var v V

@@ -658,7 +658,7 @@ func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N]
 	c.ttl = valueHooks(rt, vc)
 	c.ttl.floor = math.MinInt64
 	t.ttl = append(t.ttl, c)
-	return &ttlCells[K, N, V]{cells: c, rt: rt, plain: cfg.Update != UpdateOnReadAndWrite && cfg.CleanupPerAccess == 0}
+	return &ttlCells[K, N, V]{cells: c, rt: rt, plain: !rt.onRead() && cfg.CleanupPerAccess == 0}
 }
 
 // after runs the per-access cleanup, if configured. Every access runs it,
