@@ -42,6 +42,9 @@ type Map[K comparable, V any] struct {
 	// has passed (MapSnapshot.Passed): set by that reader, loaded by the
 	// writer only on a path that would otherwise copy (passedLeaf).
 	front atomic.Pointer[readFrontier]
+	// recent is where the writer's last GetForSet found its key (see
+	// there): an entry SetAfterGet writes without walking down again.
+	recent recentEntry[K, V]
 }
 
 // NewMap returns an empty map owned by owner (one Owner may be shared by many

@@ -31,7 +31,7 @@ func TestHashKeyedMap_IsAMapOfHashes(t *testing.T) {
 	for round := range 8 {
 		for range 600 {
 			h := draw()
-			switch r.IntN(5) {
+			switch r.IntN(6) {
 			case 0:
 				_, ok := m.DeleteHashed(h, NoKey{})
 				if _, want := model[h]; ok != want {
@@ -41,6 +41,19 @@ func TestHashKeyedMap_IsAMapOfHashes(t *testing.T) {
 			case 1:
 				m.UpdateHashed(h, NoKey{}, func(old int64, ok bool) int64 { return old + 1 }, nil)
 				model[h]++
+			case 2:
+				// A Get then Set of one hash, or of the next hash drawn:
+				// the Set writes where the Get found its hash only if
+				// it is the same hash, with no write between.
+				got, _ := m.GetForSet(h, NoKey{})
+				if got != model[h] {
+					t.Fatalf("GetForSet(%#x) = %d, want %d", h, got, model[h])
+				}
+				if r.IntN(2) == 0 {
+					h = draw()
+				}
+				m.SetAfterGet(h, NoKey{}, got+1, nil)
+				model[h] = got + 1
 			default:
 				v := r.Int64N(4)
 				m.SetHashed(h, NoKey{}, v, nil)
@@ -140,5 +153,84 @@ func TestHashKeyedMap_KeyCallsPanic(t *testing.T) {
 	}
 	if v, ok := m.GetHashed(7, NoKey{}); !ok || v != 1 {
 		t.Fatalf("GetHashed(7) = %d, %v", v, ok)
+	}
+}
+
+// A SetAfterGet writes where the GetForSet before it found the key only
+// while nothing has moved the entry: a delete or an insert in its leaf
+// shifts it, an insert past the leaf's bound splits the leaf, a write
+// under a live capture copies it. In a hash-keyed map the entry has no
+// key to tell it from its neighbour, so only the write count can.
+func TestHashKeyedMap_SetAfterGetSeesWhatMovedTheEntry(t *testing.T) {
+	between := map[string]func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) func(){
+		"nothing": func(*Map[NoKey, int64], map[uint64]int64, []uint64) func() { return nil },
+		"a delete before it": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) func() {
+			m.DeleteHashed(hs[3], NoKey{})
+			delete(model, hs[3])
+			return nil
+		},
+		"an insert before it": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) func() {
+			h := hs[3] + 1
+			m.SetHashed(h, NoKey{}, 7, nil)
+			model[h] = 7
+			return nil
+		},
+		"an insert that splits its leaf": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) func() {
+			for i := range mapLeafMax {
+				h := uint64(i+1) << 40
+				m.SetHashed(h, NoKey{}, 8, nil)
+				model[h] = 8
+			}
+			return nil
+		},
+		"a capture kept": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) func() {
+			s, frozen := m.Snapshot(), maps.Clone(model)
+			return func() {
+				for h, want := range frozen {
+					if got, ok := s.GetHashed(h, NoKey{}); !ok || got != want {
+						t.Errorf("the capture holds %#x = %d, %v; want %d", h, got, ok, want)
+					}
+				}
+				s.Release()
+			}
+		},
+		"a capture taken and released": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) func() {
+			m.Snapshot().Release()
+			return nil
+		},
+	}
+	for name, do := range between {
+		t.Run(name, func(t *testing.T) {
+			m := NewHashKeyedMap[int64](NewOwner(), nil)
+			model := map[uint64]int64{}
+			var hs []uint64
+			for i := range 10 {
+				h := uint64(i+1) << 56
+				hs = append(hs, h)
+				m.SetHashed(h, NoKey{}, int64(i), nil)
+				model[h] = int64(i)
+			}
+			k := hs[5]
+			if v, ok := m.GetForSet(k, NoKey{}); !ok || v != 5 {
+				t.Fatalf("GetForSet = %d, %v; want 5", v, ok)
+			}
+			after := do(m, model, hs)
+			m.SetAfterGet(k, NoKey{}, 100, nil)
+			model[k] = 100
+			if err := m.Check(); err != nil {
+				t.Fatal(err)
+			}
+			if m.Len() != len(model) {
+				t.Fatalf("Len = %d, want %d", m.Len(), len(model))
+			}
+			for h, want := range model {
+				if got, ok := m.GetHashed(h, NoKey{}); !ok || got != want {
+					t.Fatalf("%#x = %d, %v; want %d", h, got, ok, want)
+				}
+			}
+			if after != nil {
+				after()
+			}
+		})
 	}
 }

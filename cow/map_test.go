@@ -127,6 +127,25 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 			mm.m.Store(&p, mm.m.hash(k), k, v, nil)
 			mm.model[k] = v
 		},
+		"GetForSet": func(t *rapid.T) {
+			// A read-modify-write as a Get then a Set: GetForSet notes
+			// the entry, and SetAfterGet of the same key writes there
+			// only if nothing (a write, a delete, a capture kept or
+			// released) came between; of another key it ignores the
+			// note.
+			k, v := mm.keys.Draw(t, "k"), rapid.IntRange(0, 3).Draw(t, "v")
+			want, had := mm.model[k]
+			old, ok := mm.m.GetForSet(mm.m.hash(k), k)
+			if ok != had || old != want {
+				t.Fatalf("GetForSet(%d) = %d,%v; model %d,%v", k, old, ok, want, had)
+			}
+			mm.between(t, rapid.IntRange(0, 4).Draw(t, "between"))
+			if !rapid.Bool().Draw(t, "same key") {
+				k = mm.keys.Draw(t, "k2")
+			}
+			mm.m.SetAfterGet(mm.m.hash(k), k, v, nil)
+			mm.model[k] = v
+		},
 		"Update": func(t *rapid.T) {
 			// A read-modify-write through UpdateHashed, whose function
 			// sometimes writes another key, takes a capture, or takes and

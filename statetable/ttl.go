@@ -699,7 +699,7 @@ func (c *ttlCells[K, N, V]) direct8() bool { return c.fixedKey.w == 8 && c.t.own
 // BenchmarkValueUpdate ttl=on and ttl=off at 1M keys).
 func (c *ttlCells[K, N, V]) getLive(key K, ns N) (V, bool, error) {
 	if c.plain && c.direct8() {
-		s, ok := c.m.k8.GetHashed(c.locate8(key), cow.NoKey{})
+		s, ok := c.m.k8.GetForSet(c.locate8(key), cow.NoKey{})
 		if !ok || !s.expired(c.t.now()) {
 			return s.v, ok, nil // s is the zero value if !ok
 		}
@@ -794,7 +794,7 @@ func (c *ttlCells[K, N, V]) putLive(key K, ns N, v V, now int64) error {
 func (c *ttlCells[K, N, V]) putNow(key K, ns N, v V) error {
 	now := c.t.now()
 	if c.plain && c.direct8() {
-		c.m.k8.SetHashed(c.locate8(key), cow.NoKey{}, stamped[V]{v, c.rt.expiry(now)}, nil)
+		c.m.k8.SetAfterGet(c.locate8(key), cow.NoKey{}, stamped[V]{v, c.rt.expiry(now)}, nil)
 		return nil
 	}
 	return c.putLive(key, ns, v, now)

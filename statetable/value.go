@@ -79,7 +79,7 @@ func (s *ValueState[K, N, V]) direct8() bool {
 // TTL's visibility returns it once. Writer goroutine only.
 func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
 	if s.direct8() {
-		if v, ok := s.m.k8.GetHashed(s.locate8(key), cow.NoKey{}); ok {
+		if v, ok := s.m.k8.GetForSet(s.locate8(key), cow.NoKey{}); ok {
 			return v, nil
 		}
 		return s.def, nil
@@ -104,7 +104,7 @@ func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
 // equalityFor) changes nothing. Writer goroutine only.
 func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
 	if s.direct8() {
-		s.m.k8.SetHashed(s.locate8(key), cow.NoKey{}, v, nil)
+		s.m.k8.SetAfterGet(s.locate8(key), cow.NoKey{}, v, nil)
 		return nil
 	}
 	if s.ttl != nil {
