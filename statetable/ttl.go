@@ -602,10 +602,12 @@ func valueHooks[V any](rt *ttlRuntime, vc Codec[V]) *ttlHooks[stamped[V]] {
 type ttlCells[K, N, V any] struct {
 	*cells[K, N, stamped[V]]
 	rt *ttlRuntime
-	// plain: an access does nothing but read or write its entry (no
-	// refresh on read, no cleanup per access): getLive and putNow may go
-	// to the key8 map directly (direct8). Fixed at registration.
-	plain bool
+	// plain8: the state's keys are direct8 and an access does nothing
+	// but read or write its entry (no refresh on read, no cleanup per
+	// access), so getLive and putNow go to the key8 map directly. Fixed
+	// at registration, one load where the test it stands for reads three
+	// fields through two pointers.
+	plain8 bool
 }
 
 // valueTTL is the TTL side of a value, reducing or aggregating state
@@ -658,7 +660,9 @@ func newTTLCells[K, N, V any](t *Table, info StateInfo, kc Codec[K], nc Codec[N]
 	c.ttl = valueHooks(rt, vc)
 	c.ttl.floor = math.MinInt64
 	t.ttl = append(t.ttl, c)
-	return &ttlCells[K, N, V]{cells: c, rt: rt, plain: !rt.onRead() && cfg.CleanupPerAccess == 0}
+	tc := &ttlCells[K, N, V]{cells: c, rt: rt}
+	tc.plain8 = tc.direct8() && !rt.onRead() && cfg.CleanupPerAccess == 0
+	return tc
 }
 
 // after runs the per-access cleanup, if configured. Every access runs it,
@@ -690,15 +694,13 @@ func (c *ttlCells[K, N, V]) direct8() bool { return c.fixedKey.w == 8 && c.t.own
 // value is removed, and returned only with ReturnExpiredIfNotCleanedUp; a
 // live one is refreshed with UpdateOnReadAndWrite.
 //
-// A read of a plain state (no refresh, no cleanup per access) of a key of
-// direct8 goes to the key8 map directly, with no location built: an
-// absent key or a live value is the whole of it, and an expired one takes
-// the general path (getLocated). With putNow's direct write and the
-// stamped equality's closure, a TTL count's get and put take 556
-// instructions, 452 without a TTL (callgrind, the loop of
-// BenchmarkValueUpdate ttl=on and ttl=off at 1M keys).
+// A read of a plain8 state goes to the key8 map directly, with no
+// location built: an absent key or a live value is the whole of it, and
+// an expired one takes the general path (getLocated). It notes where it
+// found the key, and putNow's write of the same key after it goes there
+// (cow.Map.GetForSet), as a state's without TTL does.
 func (c *ttlCells[K, N, V]) getLive(key K, ns N) (V, bool, error) {
-	if c.plain && c.direct8() {
+	if c.plain8 {
 		s, ok := c.m.k8.GetForSet(c.locate8(key), cow.NoKey{})
 		if !ok || !s.expired(c.t.now()) {
 			return s.v, ok, nil // s is the zero value if !ok
@@ -789,11 +791,10 @@ func (c *ttlCells[K, N, V]) putLive(key K, ns N, v V, now int64) error {
 
 // putNow is putLive at the table's time: one call through the state's
 // TTL side where putLive with now() as its argument makes two, and for a
-// plain state of direct8 keys the write itself, with no call before the
-// map's.
+// plain8 state the write itself, with no call before the map's.
 func (c *ttlCells[K, N, V]) putNow(key K, ns N, v V) error {
 	now := c.t.now()
-	if c.plain && c.direct8() {
+	if c.plain8 {
 		c.m.k8.SetAfterGet(c.locate8(key), cow.NoKey{}, stamped[V]{v, c.rt.expiry(now)}, nil)
 		return nil
 	}

@@ -14,6 +14,14 @@ type ValueState[K, N, V any] struct {
 	ttl    valueTTL[K, N, V] // nil for a state without a TTL
 	def    V
 	defEnc []byte // def in the value codec's encoding
+	// direct8: Get, Put and Update go to the key8 map directly (a state
+	// without TTL, of 8-byte keys with no namespace, on a table that owns
+	// every key group). They then locate the key inline and call the map,
+	// the first case of cells.get, put and update written out so that an
+	// event makes one call fewer (BenchmarkReadModifyWrite at size=1000,
+	// decision 0042). Fixed at registration: one load where the test
+	// reads three fields through two pointers.
+	direct8 bool
 }
 
 // NewValue registers a value state (or returns the one registered under the
@@ -48,7 +56,10 @@ func registerValue[K, N, V any](t *Table, name string, kc Codec[K], nc Codec[N],
 	info := StateInfo{Name: name, Kind: KindValue, Codec: []string{kc.ID(), nc.ID(), vc.ID()}, TTL: ttl != nil}
 	defEnc := vc.Append(nil, def)
 	s, err := registerAs[*ValueState[K, N, V]](t, info, ttl, func() registered {
-		return fill(&ValueState[K, N, V]{def: def, defEnc: defEnc}, info)
+		s := &ValueState[K, N, V]{def: def, defEnc: defEnc}
+		reg := fill(s, info)
+		s.direct8 = s.ttl == nil && s.fixedKey.w == 8 && t.ownsAll
+		return reg
 	})
 	if err != nil {
 		return nil, err
@@ -64,21 +75,11 @@ func (s *ValueState[K, N, V]) handle() any     { return s }
 
 func (s *ValueState[K, N, V]) ttlRuntime() *ttlRuntime { return runtimeOf(s.ttl) }
 
-// direct8 reports whether Get, Put and Update go to the key8 map
-// directly: a state without TTL, of 8-byte keys with no namespace, on a
-// table that owns every key group. They then locate the key inline and
-// call the map, the first case of cells.get, put and update written out
-// so that an event makes one call fewer (BenchmarkReadModifyWrite at
-// size=1000, decision 0042).
-func (s *ValueState[K, N, V]) direct8() bool {
-	return s.ttl == nil && s.fixedKey.w == 8 && s.t.ownsAll
-}
-
 // Get returns the value of (key, ns), or the default. O(log n). With a
 // TTL, an expired value is removed and reads as the default unless the
 // TTL's visibility returns it once. Writer goroutine only.
 func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
-	if s.direct8() {
+	if s.direct8 {
 		if v, ok := s.m.k8.GetForSet(s.locate8(key), cow.NoKey{}); ok {
 			return v, nil
 		}
@@ -103,7 +104,7 @@ func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
 // not mutate what it references afterwards. Putting an equal value (see
 // equalityFor) changes nothing. Writer goroutine only.
 func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
-	if s.direct8() {
+	if s.direct8 {
 		s.m.k8.SetAfterGet(s.locate8(key), cow.NoKey{}, v, nil)
 		return nil
 	}
@@ -128,7 +129,7 @@ func (s *ValueState[K, N, V]) Update(key K, ns N, f func(V) V) error {
 		}
 		return f(old)
 	}
-	if s.direct8() {
+	if s.direct8 {
 		s.m.k8.UpdateHashed(s.locate8(key), cow.NoKey{}, apply, nil)
 		return nil
 	}
@@ -185,7 +186,7 @@ func (s *ValueState[K, N, V]) UpdateEach(keys []K, ns N, f func(i int, old V) V)
 	if s.directFixed() {
 		return s.updateEachFixed(keys, f)
 	}
-	if !s.direct8() {
+	if !s.direct8 {
 		return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 			if err := s.Update(keys[i], ns, func(old V) V { return f(i, old) }); err != nil {
 				return fmt.Errorf("keys[%d]: %w", i, err)
@@ -246,7 +247,7 @@ func (s *ValueState[K, N, V]) GetEach(keys []K, ns N, f func(i int, v V)) error 
 	if s.directFixed() {
 		return s.getEachFixed(keys, f)
 	}
-	if !s.direct8() {
+	if !s.direct8 {
 		return eachInGroups(prefetcherOf(s.cells, s.ttl), keys, ns, func(i int) error {
 			v, err := s.Get(keys[i], ns)
 			if err != nil {
