@@ -281,33 +281,36 @@ func mapHash(h uint64, ck string) uint64 {
 	return h
 }
 
-// get returns the cell of composite key ck, whose entry hash is h.
+// get returns the cell of composite key ck, whose entry hash is h, and
+// notes where it found it for a set of ck after it (cow.Map.GetForSet).
 func (m *cellMap[C]) get(h uint64, ck string) (C, bool) {
 	switch {
 	case isKey8(ck):
-		return m.k8.GetHashed(key8Hash(key8Of(ck)), cow.NoKey{})
+		return m.k8.GetForSet(key8Hash(key8Of(ck)), cow.NoKey{})
 	case len(ck) <= key15Max:
-		return m.k15.GetHashed(h, makeKey[key15](ck))
+		return m.k15.GetForSet(h, makeKey[key15](ck))
 	case len(ck) <= key31Max:
-		return m.k31.GetHashed(h, makeKey[key31](ck))
+		return m.k31.GetForSet(h, makeKey[key31](ck))
 	}
-	return m.long.GetHashed(h, ck)
+	return m.long.GetForSet(h, ck)
 }
 
 // set stores the cell of ck. With clone, a new long key is copied first
-// (ck may alias a scratch buffer); otherwise the map keeps ck itself.
+// (ck may alias a scratch buffer); otherwise the map keeps ck itself. A
+// get of ck just before, with nothing written between, saves the walk
+// (cow.Map.SetAfterGet).
 func (m *cellMap[C]) set(h uint64, ck string, cell C, clone bool) {
 	switch {
 	case isKey8(ck):
-		m.k8.SetHashed(key8Hash(key8Of(ck)), cow.NoKey{}, cell, nil)
+		m.k8.SetAfterGet(key8Hash(key8Of(ck)), cow.NoKey{}, cell, nil)
 	case len(ck) <= key15Max:
-		m.k15.SetHashed(h, makeKey[key15](ck), cell, nil)
+		m.k15.SetAfterGet(h, makeKey[key15](ck), cell, nil)
 	case len(ck) <= key31Max:
-		m.k31.SetHashed(h, makeKey[key31](ck), cell, nil)
+		m.k31.SetAfterGet(h, makeKey[key31](ck), cell, nil)
 	case clone:
-		m.long.SetHashed(h, ck, cell, strings.Clone)
+		m.long.SetAfterGet(h, ck, cell, strings.Clone)
 	default:
-		m.long.SetHashed(h, ck, cell, nil)
+		m.long.SetAfterGet(h, ck, cell, nil)
 	}
 }
 

@@ -318,7 +318,7 @@ func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 			var zero C
 			return zero, false, err
 		}
-		v, ok := c.m.k8.GetHashed(h, cow.NoKey{})
+		v, ok := c.m.k8.GetForSet(h, cow.NoKey{})
 		return v, ok, nil
 	}
 	if c.fixedKey.w != 0 {
@@ -327,7 +327,7 @@ func (c *cells[K, N, C]) get(key K, ns N) (C, bool, error) {
 			var zero C
 			return zero, false, err
 		}
-		v, ok := c.m.k15.GetHashed(h, k)
+		v, ok := c.m.k15.GetForSet(h, k)
 		return v, ok, nil
 	}
 	h, ck, err := c.locate(key, ns)
@@ -345,14 +345,14 @@ func (c *cells[K, N, C]) put(key K, ns N, v C) error {
 		h := c.locate8(key)
 		err := c.checkFixedGroup(h)
 		if err == nil {
-			c.m.k8.SetHashed(h, cow.NoKey{}, v, nil)
+			c.m.k8.SetAfterGet(h, cow.NoKey{}, v, nil)
 		}
 		return err
 	}
 	if c.fixedKey.w != 0 {
 		h, k, err := c.locateFixed(key)
 		if err == nil {
-			c.m.k15.SetHashed(h, k, v, nil)
+			c.m.k15.SetAfterGet(h, k, v, nil)
 		}
 		return err
 	}
