@@ -239,7 +239,9 @@ func (v *ValueState[K, V]) Get(key K) (V, error) { return v.s.Get(key, noNamespa
 // Lookup returns key's value and true, or the zero V and false.
 func (v *ValueState[K, V]) Lookup(key K) (V, bool, error) { return v.s.Lookup(key, noNamespace) }
 
-// Put sets key's value.
+// Put sets key's value. Right after a Get of key, with nothing written
+// between, it writes where the Get found the entry: Get then Put costs
+// about what Update does.
 func (v *ValueState[K, V]) Put(key K, val V) error { return v.s.Put(key, noNamespace, val) }
 
 // Update sets key's value to f of its value (or of the default): a
