@@ -169,6 +169,11 @@ func TestHashKeyedMap_SetAfterGetSeesWhatMovedTheEntry(t *testing.T) {
 			delete(model, hs[3])
 			return nil
 		},
+		"a delete of the key": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) func() {
+			m.DeleteHashed(hs[5], NoKey{})
+			delete(model, hs[5])
+			return nil
+		},
 		"an insert before it": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) func() {
 			h := hs[3] + 1
 			m.SetHashed(h, NoKey{}, 7, nil)
@@ -199,38 +204,59 @@ func TestHashKeyedMap_SetAfterGetSeesWhatMovedTheEntry(t *testing.T) {
 			return nil
 		},
 	}
-	for name, do := range between {
-		t.Run(name, func(t *testing.T) {
-			m := NewHashKeyedMap[int64](NewOwner(), nil)
-			model := map[uint64]int64{}
-			var hs []uint64
-			for i := range 10 {
-				h := uint64(i+1) << 56
-				hs = append(hs, h)
-				m.SetHashed(h, NoKey{}, int64(i), nil)
-				model[h] = int64(i)
-			}
-			k := hs[5]
-			if v, ok := m.GetForSet(k, NoKey{}); !ok || v != 5 {
-				t.Fatalf("GetForSet = %d, %v; want 5", v, ok)
-			}
-			after := do(m, model, hs)
-			m.SetAfterGet(k, NoKey{}, 100, nil)
-			model[k] = 100
-			if err := m.Check(); err != nil {
-				t.Fatal(err)
-			}
-			if m.Len() != len(model) {
-				t.Fatalf("Len = %d, want %d", m.Len(), len(model))
-			}
-			for h, want := range model {
-				if got, ok := m.GetHashed(h, NoKey{}); !ok || got != want {
-					t.Fatalf("%#x = %d, %v; want %d", h, got, ok, want)
+	for _, live := range []string{"no capture live at the Get", "a capture live at the Get"} {
+		for name, do := range between {
+			t.Run(live+"/"+name, func(t *testing.T) {
+				m := NewHashKeyedMap[int64](NewOwner(), nil)
+				model := map[uint64]int64{}
+				var hs []uint64
+				for i := range 10 {
+					h := uint64(i+1) << 56
+					hs = append(hs, h)
+					m.SetHashed(h, NoKey{}, int64(i), nil)
+					model[h] = int64(i)
 				}
-			}
-			if after != nil {
-				after()
-			}
-		})
+				if live != "no capture live at the Get" {
+					// Captured, and the key's leaf copied by a write
+					// since: the Get finds it under branches the writer
+					// owns, the common case between two checkpoints.
+					s, frozen := m.Snapshot(), maps.Clone(model)
+					m.SetHashed(hs[0], NoKey{}, -1, nil)
+					model[hs[0]] = -1
+					defer func() {
+						for h, want := range frozen {
+							if got, ok := s.GetHashed(h, NoKey{}); !ok || got != want {
+								t.Errorf("the first capture holds %#x = %d, %v; want %d", h, got, ok, want)
+							}
+						}
+						s.Release()
+					}()
+				}
+				k := hs[5]
+				if v, ok := m.GetForSet(k, NoKey{}); !ok || v != 5 {
+					t.Fatalf("GetForSet = %d, %v; want 5", v, ok)
+				}
+				after := do(m, model, hs)
+				_, had := model[k]
+				if replaced := m.SetAfterGet(k, NoKey{}, 100, nil); replaced != had {
+					t.Fatalf("SetAfterGet reports replaced = %v, want %v", replaced, had)
+				}
+				model[k] = 100
+				if err := m.Check(); err != nil {
+					t.Fatal(err)
+				}
+				if m.Len() != len(model) {
+					t.Fatalf("Len = %d, want %d", m.Len(), len(model))
+				}
+				for h, want := range model {
+					if got, ok := m.GetHashed(h, NoKey{}); !ok || got != want {
+						t.Fatalf("%#x = %d, %v; want %d", h, got, ok, want)
+					}
+				}
+				if after != nil {
+					after()
+				}
+			})
+		}
 	}
 }

@@ -280,36 +280,47 @@ func (m *Map[K, V]) storeAt(p *Place[K, V], v V) {
 	m.verify("Set")
 }
 
-// recentEntry is the entry GetForSet found and the owner's write count
-// when it did: while the count is unchanged, nothing has moved the entry.
+// recentEntry is what GetForSet found: with no capture live, the entry
+// and the owner's write count (while the count is unchanged, nothing has
+// moved the entry); with one live, the Place of findLive, which Store
+// checks itself.
 type recentEntry[K comparable, V any] struct {
 	e      *mapEntry[K, V] // nil: none
 	h      uint64
 	writes uint64
+	place  Place[K, V] // found with a capture live
+	placeH uint64
+	placed bool
 }
 
 // GetForSet is GetHashed for a read that a SetAfterGet of the same key
 // may follow (a read-modify-write written as two calls, as a state's Get
-// then Put): with no capture live it notes where it found k, four words
-// stored in the map. Writer goroutine only.
+// then Put): it notes where it found k. With no capture live that is
+// the entry, three words stored in the map; with one live, the Place a
+// Find would return, whose walk reads the epochs of the branches on the
+// way (see Find). Writer goroutine only.
 func (m *Map[K, V]) GetForSet(h uint64, k K) (V, bool) {
-	if m.owner.high.Load() != 0 {
-		return m.root.lookup(h, k)
+	if high := m.owner.high.Load(); high != 0 {
+		v, p, ok := m.findLive(h, k, high, false)
+		m.recent.place, m.recent.placeH, m.recent.placed = p, h, true
+		return v, ok
 	}
 	v, e, _, ok := seekLeaf(&m.root, h, h, k)
-	m.recent = recentEntry[K, V]{e, h, m.owner.writes}
+	m.recent.e, m.recent.h, m.recent.writes = e, h, m.owner.writes
 	return v, ok
 }
 
 // SetAfterGet is SetHashed for a write that may follow a GetForSet of the
-// same key: if nothing was written between the two and no capture is
-// live, the value is written where the Get found the key, without walking
-// down and searching the leaf again (statetable's BenchmarkValueUpdate,
-// ttl=off: 454 -> 366 instructions an update, callgrind at 1M keys).
-// Otherwise it is SetHashed, at the cost of a few compares and a call;
-// SetHashed itself makes no check, which would cost every put about
-// nine instructions (BenchmarkPut at 1M, snap=none). Writer goroutine
-// only.
+// same key: if nothing was written between the two, the value is written
+// where the Get found the key, without walking down and searching the
+// leaf again (statetable's BenchmarkValueUpdate, ttl=off: 454 -> 366
+// instructions an update, callgrind at 1M keys). With a capture live, the
+// Get's Place is stored as Store stores it (in place, or into a copy of
+// the leaf a capture shares), if the Get found the key under branches
+// the writer owns and nothing was written or captured since. Otherwise
+// it is SetHashed, at the cost of a few compares and a call; SetHashed
+// itself makes no check, which would cost every put about nine
+// instructions (BenchmarkPut at 1M, snap=none). Writer goroutine only.
 func (m *Map[K, V]) SetAfterGet(h uint64, k K, v V, keep func(K) K) (replaced bool) {
 	if m.owner.high.Load() == 0 {
 		if e := m.recentFor(h, k); e != nil {
@@ -322,6 +333,14 @@ func (m *Map[K, V]) SetAfterGet(h uint64, k K, v V, keep func(K) K) (replaced bo
 			m.owner.endWrite()
 			return true
 		}
+	} else if r := &m.recent; r.placed && r.placeH == h && r.place.writes == m.owner.writes &&
+		r.place.e != nil && r.place.e.key == k {
+		// Found at the Get under branches the writer owns and nothing
+		// written since, so the key is present; store checks the
+		// rest (a capture taken since).
+		r.placed = false
+		m.store(&r.place, h, k, v, keep, true)
+		return true
 	}
 	return m.SetHashed(h, k, v, keep)
 }

@@ -143,7 +143,10 @@ func (mm *mapMachine) actions() map[string]func(*rapid.T) {
 			if !rapid.Bool().Draw(t, "same key") {
 				k = mm.keys.Draw(t, "k2")
 			}
-			mm.m.SetAfterGet(mm.m.hash(k), k, v, nil)
+			_, had = mm.model[k]
+			if replaced := mm.m.SetAfterGet(mm.m.hash(k), k, v, nil); replaced != had {
+				t.Fatalf("SetAfterGet(%d) reports replaced = %v; model had it: %v", k, replaced, had)
+			}
 			mm.model[k] = v
 		},
 		"Update": func(t *rapid.T) {
