@@ -102,10 +102,11 @@ func (s *ValueState[K, N, V]) Get(key K, ns N) (V, error) {
 // Put sets the value of (key, ns) (and, with a TTL, its expiration: the
 // TTL after the current processing time). The state keeps v as given: do
 // not mutate what it references afterwards. Putting an equal value (see
-// equalityFor) changes nothing. O(log n); O(1) after a Get of the same
-// key with nothing written between and no snapshot live, which leaves
-// the entry where the Put writes it (cow.Map.SetAfterGet): a Get then a
-// Put costs about one Update. Writer goroutine only.
+// equalityFor) changes nothing. O(log n); after a Get of the same key
+// with nothing written between, O(1) plus the copy of the entry's leaf
+// if a live snapshot shares it: the Put writes where the Get found the
+// entry (cow.Map.SetAfterGet), and a Get then a Put costs about one
+// Update. Writer goroutine only.
 func (s *ValueState[K, N, V]) Put(key K, ns N, v V) error {
 	if s.direct8 {
 		s.m.k8.SetAfterGet(s.locate8(key), cow.NoKey{}, v, nil)
