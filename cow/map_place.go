@@ -313,14 +313,15 @@ func (m *Map[K, V]) GetForSet(h uint64, k K) (V, bool) {
 // SetAfterGet is SetHashed for a write that may follow a GetForSet of the
 // same key: if nothing was written between the two, the value is written
 // where the Get found the key, without walking down and searching the
-// leaf again (statetable's BenchmarkValueUpdate, ttl=off: 454 -> 366
-// instructions an update, callgrind at 1M keys). With a capture live, the
-// Get's Place is stored as Store stores it (in place, or into a copy of
-// the leaf a capture shares), if the Get found the key under branches
-// the writer owns and nothing was written or captured since. Otherwise
-// it is SetHashed, at the cost of a few compares and a call; SetHashed
-// itself makes no check, which would cost every put about nine
-// instructions (BenchmarkPut at 1M, snap=none). Writer goroutine only.
+// leaf again (statetable's BenchmarkValueUpdate, ttl=off: 454 -> 351
+// instructions an update, callgrind at 1M keys; 705 -> 603 with a
+// capture held). With a capture live, the Get's Place is stored as Store
+// stores it (in place, or into a copy of the leaf a capture shares), if
+// the Get found the key under branches the writer owns and nothing was
+// written since. Otherwise it is SetHashed, at the cost of a few compares
+// and a call; SetHashed itself makes no check, which would cost every put
+// about nine instructions (BenchmarkPut at 1M, snap=none). Writer
+// goroutine only.
 func (m *Map[K, V]) SetAfterGet(h uint64, k K, v V, keep func(K) K) (replaced bool) {
 	if m.owner.high.Load() == 0 {
 		if e := m.recentFor(h, k); e != nil {
