@@ -8,25 +8,34 @@ import "fmt"
 // subtree counts against Len, hash order and hash prefixes of every entry
 // against its path, that each cached hash is the key's hash, that no key
 // appears twice (in a hash-keyed map, no hash), that no branch carries an epoch newer than the owner's, and
-// that a branch's owned bitmap marks leaves only.
+// that a branch's owned bitmap marks leaves only, and that no branch the
+// writer may write (epoch above the newest live capture's) lies under one
+// it may not: a write copies the whole path to what it writes, and the
+// in-place paths read only the leaf's parent (getForSetLive).
 // Cost O(n); writer goroutine only (or with the writer quiescent).
 func (m *Map[K, V]) Check() error {
 	if n := m.root.count(); n != m.len {
 		return fmt.Errorf("%w: root holds %d entries, Len %d", ErrInvariant, n, m.len)
 	}
-	c := mapChecker[K, V]{m: m, seen: make(map[K]struct{}, m.len)}
-	return c.slot(&m.root, 0, 0)
+	c := mapChecker[K, V]{m: m, seen: make(map[K]struct{}, m.len), high: m.owner.high.Load()}
+	return c.slot(&m.root, 0, 0, false)
 }
 
 type mapChecker[K comparable, V any] struct {
 	m    *Map[K, V]
 	seen map[K]struct{}
+	high uint64 // the owner's, loaded once: a capture released meanwhile lowers it
 }
 
 // slot checks the subtree s at depth, whose entries' hashes must all start
-// with the mapBits*depth bits of prefix.
-func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64) error {
+// with the mapBits*depth bits of prefix; sharedAbove says a branch above it
+// may be shared with a live capture.
+func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64, sharedAbove bool) error {
 	if b := s.branch(); b != nil {
+		shared := b.epoch <= c.high
+		if sharedAbove && !shared {
+			return fmt.Errorf("%w: writable branch at depth %d under a branch shared with a capture", ErrInvariant, depth)
+		}
 		if s.c != 0 {
 			return fmt.Errorf("%w: branch slot at depth %d has a leaf capacity", ErrInvariant, depth)
 		}
@@ -47,7 +56,7 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64) erro
 			if b.owned&(1<<i) != 0 && !b.kids[i].isLeaf() {
 				return fmt.Errorf("%w: branch at depth %d owns slot %d, which holds no leaf", ErrInvariant, depth, i)
 			}
-			if err := c.slot(&b.kids[i], depth+1, prefix<<mapBits|uint64(i)); err != nil {
+			if err := c.slot(&b.kids[i], depth+1, prefix<<mapBits|uint64(i), shared); err != nil {
 				return err
 			}
 			sum += b.kids[i].count()

@@ -204,30 +204,83 @@ func TestHashKeyedMap_SetAfterGetSeesWhatMovedTheEntry(t *testing.T) {
 			return nil
 		},
 	}
-	for _, live := range []string{"no capture live at the Get", "a capture live at the Get"} {
+	// Where the key is at the Get: the map has three leaves under its
+	// root branch, the key's (slot 0) and two others.
+	where := map[string]func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) (captured map[uint64]int64, s *MapSnapshot[NoKey, int64]){
+		"no capture live": func(*Map[NoKey, int64], map[uint64]int64, []uint64) (map[uint64]int64, *MapSnapshot[NoKey, int64]) {
+			return nil, nil
+		},
+		// Captured, and the key's leaf copied by a write since: the Get
+		// finds it in a leaf the writer owns, the common case between two
+		// checkpoints.
+		"a capture live, the key's leaf the writer's": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) (map[uint64]int64, *MapSnapshot[NoKey, int64]) {
+			s, frozen := m.Snapshot(), maps.Clone(model)
+			m.SetHashed(hs[0], NoKey{}, -1, nil)
+			model[hs[0]] = -1
+			return frozen, s
+		},
+		// Captured, and another leaf written since: the branch is the
+		// writer's copy, the key's leaf still the capture's.
+		"a capture live, the key's leaf shared": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) (map[uint64]int64, *MapSnapshot[NoKey, int64]) {
+			s, frozen := m.Snapshot(), maps.Clone(model)
+			h := uint64(1)<<59 | 1<<40
+			m.SetHashed(h, NoKey{}, -1, nil)
+			model[h] = -1
+			return frozen, s
+		},
+		"a capture live, the path shared": func(m *Map[NoKey, int64], model map[uint64]int64, hs []uint64) (map[uint64]int64, *MapSnapshot[NoKey, int64]) {
+			return maps.Clone(model), m.Snapshot()
+		},
+	}
+	for wname, at := range where {
 		for name, do := range between {
-			t.Run(live+"/"+name, func(t *testing.T) {
+			t.Run(wname+"/"+name, func(t *testing.T) {
 				m := NewHashKeyedMap[int64](NewOwner(), nil)
 				model := map[uint64]int64{}
 				var hs []uint64
 				for i := range 10 {
-					h := uint64(i+1) << 56
+					h := uint64(i+1) << 48
 					hs = append(hs, h)
 					m.SetHashed(h, NoKey{}, int64(i), nil)
 					model[h] = int64(i)
 				}
-				if live != "no capture live at the Get" {
-					// Captured, and the key's leaf copied by a write
-					// since: the Get finds it under branches the writer
-					// owns, the common case between two checkpoints.
-					s, frozen := m.Snapshot(), maps.Clone(model)
-					m.SetHashed(hs[0], NoKey{}, -1, nil)
-					model[hs[0]] = -1
+				for slot := uint64(1); slot <= 2; slot++ {
+					for j := range uint64(25) {
+						h := slot<<59 | (j+1)<<40
+						m.SetHashed(h, NoKey{}, 1000, nil)
+						model[h] = 1000
+					}
+				}
+				if frozen, s := at(m, model, hs); s != nil {
 					defer func() {
 						for h, want := range frozen {
 							if got, ok := s.GetHashed(h, NoKey{}); !ok || got != want {
 								t.Errorf("the first capture holds %#x = %d, %v; want %d", h, got, ok, want)
 							}
+						}
+						// The diff to the final map, whose bounds on what
+						// copied leaves share (leafSame) every write lowered.
+						now := m.Snapshot()
+						changed := map[uint64]int64{}
+						for c := range DiffMaps(s, now) {
+							changed[c.Hash] = c.New
+						}
+						now.Release()
+						for h, v := range model {
+							if old, ok := frozen[h]; !ok || old != v {
+								if got, ok := changed[h]; !ok || got != v {
+									t.Errorf("the diff since the first capture has %#x = %d, %v; want %d", h, got, ok, v)
+								}
+								delete(changed, h)
+							}
+						}
+						for h := range frozen {
+							if _, ok := model[h]; !ok {
+								delete(changed, h)
+							}
+						}
+						if len(changed) != 0 {
+							t.Errorf("the diff since the first capture has changes the model has not: %v", changed)
 						}
 						s.Release()
 					}()

@@ -84,9 +84,9 @@ func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, k
 }
 
 // updateLive is UpdateHashed with a capture live (high, not 0). One walk
-// down, reading the branch epochs beside the lookup's loads, tells what
-// the write may do with the key's entry:
-//   - in a leaf the writer owns, under branches it owns (the common case
+// down, and the epoch and owned bits of the leaf's parent (see
+// getForSetLive), tell what the write may do with the key's entry:
+//   - in a leaf the writer owns, under a parent it owns (the common case
 //     between two captures): write it in place as with no capture, its
 //     parent told of the edit (leafSame);
 //   - in a leaf the reader of the only live capture has passed
@@ -107,15 +107,17 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 	rest := h // the bits below the current node's prefix, at the top
 	var parent *mapBranch[K, V]
 	slot, depth := 0, 0
-	writable := s.n == branchMark || m.rootEpoch > high
 	for s.n == branchMark {
-		b := (*mapBranch[K, V])(s.p)
-		writable = writable && b.epoch > high
+		parent = (*mapBranch[K, V])(s.p)
 		slot = int(rest >> (64 - mapBits))
-		s = &b.kids[slot]
-		parent = b
+		s = &parent.kids[slot]
 		rest <<= mapBits
 		depth++
+	}
+	// The leaf's parent alone says what may be written (getForSetLive).
+	writable := m.rootEpoch > high
+	if parent != nil {
+		writable = parent.epoch > high
 	}
 	var old V
 	var e *mapEntry[K, V]
@@ -163,34 +165,31 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 }
 
 // findLive is Find with a capture live (high, the newest live capture's
-// epoch, not 0): a Place with an entry only when every branch on the way
-// is the writer's. With placeOnly it stops at the first shared branch,
-// reporting the key absent: a Set's in-place path then leaves the leaf to
-// the copying walk, which reads it once (BenchmarkPut, snap=every1000). The branch headers are read on the way down, beside the
-// lookup's own loads, not after the leaf's cache miss: copying the shared
-// part of the path top down after the search costs a put more when
-// captures are far apart (BenchmarkCopyTax, mode=capture).
+// epoch, not 0): a Place with an entry only when the leaf's parent is the
+// writer's, and with it every branch above (see getForSetLive). With
+// placeOnly it reports the key absent when the parent is shared, without
+// reading the leaf: a Set's in-place path then leaves the leaf to the
+// copying walk, which reads it once (BenchmarkPut, snap=every1000).
 func (m *Map[K, V]) findLive(h uint64, k K, high uint64, placeOnly bool) (V, Place[K, V], bool) {
 	p := Place[K, V]{writes: m.owner.writes, epoch: m.owner.epoch}
 	s := &m.root
 	rest := h // the bits below the current node's prefix, at the top
 	var parent *mapBranch[K, V]
 	slot := 0
-	writable := s.n == branchMark || m.rootEpoch > high
-	var zero V
 	for s.n == branchMark {
-		b := (*mapBranch[K, V])(s.p)
-		writable = writable && b.epoch > high
-		if !writable && placeOnly {
-			return zero, p, false
-		}
-		i := int(rest >> (64 - mapBits))
-		s = &b.kids[i]
-		parent, slot = b, i
+		parent = (*mapBranch[K, V])(s.p)
+		slot = int(rest >> (64 - mapBits))
+		s = &parent.kids[slot]
 		rest <<= mapBits
 	}
+	// The leaf's parent alone says what may be written (getForSetLive).
+	writable := m.rootEpoch > high
+	if parent != nil {
+		writable = parent.epoch > high
+	}
+	var zero V
 	if !writable && placeOnly {
-		return zero, p, false // the root leaf, shared
+		return zero, p, false
 	}
 	if s.n <= 0 {
 		return zero, p, false
@@ -297,31 +296,72 @@ type recentEntry[K comparable, V any] struct {
 // may follow (a read-modify-write written as two calls, as a state's Get
 // then Put): it notes where it found k. With no capture live that is
 // the entry, three words stored in the map; with one live, the Place a
-// Find would return, whose walk reads the epochs of the branches on the
-// way (see Find). Writer goroutine only.
+// Find would return (getForSetLive). Writer goroutine only.
 func (m *Map[K, V]) GetForSet(h uint64, k K) (V, bool) {
 	if high := m.owner.high.Load(); high != 0 {
-		v, p, ok := m.findLive(h, k, high, false)
-		m.recent.place, m.recent.placeH, m.recent.placed = p, h, true
-		return v, ok
+		return m.getForSetLive(h, k, high)
 	}
 	v, e, _, ok := seekLeaf(&m.root, h, h, k)
 	m.recent.e, m.recent.h, m.recent.writes = e, h, m.owner.writes
 	return v, ok
 }
 
+// getForSetLive is GetForSet with a capture live (high, not 0): it walks
+// as a Get does and notes in m.recent.place what a write of the key's
+// value may do there, from the leaf's parent alone: write in place (the
+// parent is the writer's, epoch above high, and owns the leaf), copy the
+// leaf into the parent (the parent is the writer's, the leaf shared), or
+// copy the path (the parent is shared). An update changes no count, so
+// no branch above the parent is written, and none needs reading: a
+// branch above a writable one is writable too (a branch is made writable
+// by a write, which copied the path to it; Check verifies it). Reading
+// each level's epoch on the way down, and a Place built and copied into
+// the map, cost the Get then Put with a capture held 601 instructions
+// against 481 (BenchmarkValueUpdate's loop, callgrind at 1M keys).
+func (m *Map[K, V]) getForSetLive(h uint64, k K, high uint64) (V, bool) {
+	s := &m.root
+	rest := h // the bits below the current node's prefix, at the top
+	var parent *mapBranch[K, V]
+	slot := 0
+	for s.n == branchMark {
+		parent = (*mapBranch[K, V])(s.p)
+		slot = int(rest >> (64 - mapBits))
+		s = &parent.kids[slot]
+		rest <<= mapBits
+	}
+	n := s.n
+	v, e, i, ok := seekLeaf(s, h, rest, k)
+	r := &m.recent
+	if !ok {
+		r.placed = false
+		return v, false
+	}
+	p := &r.place
+	p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), n
+	p.writes, p.epoch = m.owner.writes, m.owner.epoch
+	if parent != nil {
+		writable := parent.epoch > high
+		p.shared = !writable
+		p.copyLeaf = writable && parent.owned&(1<<slot) == 0
+		p.rootLeaf = false
+	} else {
+		p.shared, p.copyLeaf, p.rootLeaf = m.rootEpoch <= high, false, true
+	}
+	r.placeH, r.placed = h, true
+	return v, true
+}
+
 // SetAfterGet is SetHashed for a write that may follow a GetForSet of the
 // same key: if nothing was written between the two, the value is written
 // where the Get found the key, without walking down and searching the
 // leaf again (statetable's BenchmarkValueUpdate, ttl=off: 454 -> 351
-// instructions an update, callgrind at 1M keys; 705 -> 603 with a
+// instructions an update, callgrind at 1M keys; 705 -> 481 with a
 // capture held). With a capture live, the Get's Place is stored as Store
-// stores it (in place, or into a copy of the leaf a capture shares), if
-// the Get found the key under branches the writer owns and nothing was
-// written since. Otherwise it is SetHashed, at the cost of a few compares
-// and a call; SetHashed itself makes no check, which would cost every put
-// about nine instructions (BenchmarkPut at 1M, snap=none). Writer
-// goroutine only.
+// stores it (in place, or into a copy of what a capture shares), if
+// nothing was written or captured since. Otherwise it is SetHashed, at
+// the cost of a few compares and a call; SetHashed itself makes no check,
+// which would cost every put about nine instructions (BenchmarkPut at 1M,
+// snap=none). Writer goroutine only.
 func (m *Map[K, V]) SetAfterGet(h uint64, k K, v V, keep func(K) K) (replaced bool) {
 	if m.owner.high.Load() == 0 {
 		if e := m.recentFor(h, k); e != nil {
@@ -338,12 +378,28 @@ func (m *Map[K, V]) SetAfterGet(h uint64, k K, v V, keep func(K) K) (replaced bo
 			return true
 		}
 	} else if r := &m.recent; r.placed && r.placeH == h && r.place.writes == m.owner.writes &&
-		r.place.e != nil && r.place.e.key == k {
-		// Found at the Get under branches the writer owns and nothing
-		// written since, so the key is present; store checks the
-		// rest (a capture taken since).
+		r.place.epoch == m.owner.epoch && r.place.e.key == k {
+		// Found at the Get and nothing written or captured since.
 		r.placed = false
-		m.store(&r.place, h, k, v, keep, true)
+		p := &r.place
+		if p.shared || p.copyLeaf {
+			m.store(p, h, k, v, keep, true)
+			return true
+		}
+		// A leaf the writer owns: storeAt's in-place write, written out
+		// for the same reason as above.
+		m.owner.beginWrite()
+		if !m.sameValue(&p.e.val, &v) {
+			p.e.val = v
+			if p.parent != nil {
+				// A copy's bounds on what its leaves share with the
+				// original hear of every write (leafSame).
+				p.parent.narrow(int(p.slot), editAt(int(p.i), int(p.n)), false)
+			}
+			m.owner.wroteAt(h)
+			m.verify("Set")
+		}
+		m.owner.endWrite()
 		return true
 	}
 	return m.SetHashed(h, k, v, keep)

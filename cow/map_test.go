@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -707,5 +708,29 @@ func TestMap_UpdateInPlaceUnderCapture(t *testing.T) {
 	}
 	if err := m.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A write copies the whole path to what it writes, so no branch the writer
+// may write lies under one a capture shares: the in-place paths rely on it
+// and read only a leaf's parent. Check reports a map where it fails.
+func TestMap_CheckFindsAWritableBranchUnderASharedOne(t *testing.T) {
+	m := newIntMap(hashInt)
+	for i := range 5000 { // branches two deep
+		m.Set(i, i)
+	}
+	c := m.Snapshot()
+	defer c.Release()
+	m.Set(1, -1) // copies the path to 1's leaf
+	if err := m.Check(); err != nil {
+		t.Fatalf("Check after a write under a capture: %v", err)
+	}
+	root := m.root.branch()
+	if root == nil || root.epoch <= m.owner.High() {
+		t.Fatal("the write did not copy the root branch")
+	}
+	root.epoch = m.owner.High() // planted: the root as if shared with the capture
+	if err := m.Check(); !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), "under a branch shared") {
+		t.Fatalf("Check = %v, want a writable branch under a shared one", err)
 	}
 }
