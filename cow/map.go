@@ -408,7 +408,7 @@ func (m *Map[K, V]) ownBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 	c.epoch = m.owner.epoch
 	c.owned = 0 // the copy shares every leaf until it writes it
 	c.dirty, c.id, c.origin = 0, branchIDs.Add(1), b.id
-	c.same = [leafSameMax]leafSame{}
+	c.same = sameBounds{}
 	return &c
 }
 

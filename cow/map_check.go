@@ -48,7 +48,7 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64, shar
 		if b.count <= mapLeafMax {
 			return fmt.Errorf("%w: branch at depth %d has %d entries, should be a leaf", ErrInvariant, depth, b.count)
 		}
-		if b.origin == 0 && b.same != ([leafSameMax]leafSame{}) {
+		if b.origin == 0 && b.same != (sameBounds{}) {
 			return fmt.Errorf("%w: branch at depth %d is no copy but bounds what its leaves share with an original", ErrInvariant, depth)
 		}
 		sum := 0

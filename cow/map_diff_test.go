@@ -139,3 +139,27 @@ func TestMapBranchSize(t *testing.T) {
 		t.Fatalf("a branch is %d bytes, and its allocation with the 8-byte header %d, over the 576-byte size class", got, got+8)
 	}
 }
+
+// sameBounds.find is the first record with the slot byte asked for, as a
+// scan of the five would find it, whatever the other bytes hold.
+func TestSameBounds_FindIsTheFirstMatch(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var s sameBounds
+		for j := range leafSameMax {
+			s.slot[j] = rapid.Uint8Range(0, 40).Draw(t, "slot")
+			s.prefix[j] = rapid.Uint8().Draw(t, "prefix")
+			s.suffix[j] = rapid.Uint8().Draw(t, "suffix")
+		}
+		x := rapid.Uint8Range(0, 40).Draw(t, "x")
+		want := -1
+		for j := range leafSameMax {
+			if s.slot[j] == x {
+				want = j
+				break
+			}
+		}
+		if got := s.find(x); got != want {
+			t.Fatalf("find(%d) in %v = %d, want %d", x, s.slot, got, want)
+		}
+	})
+}
