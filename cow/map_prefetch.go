@@ -8,8 +8,9 @@ import (
 
 // Prefetch brings into the CPU's cache what a lookup or update of each of
 // hashes will read: the branch slots on the way to its leaf (with a
-// capture live, also each branch's header, which the ownership walk
-// reads) and the lines of the leaf around the entry's interpolated place.
+// capture live, also the header of the leaf's parent, which a write
+// reads) and the lines of the leaf around the entry's interpolated place,
+// or with a capture live all of a leaf that a write would copy.
 // It is a hint and nothing more: it writes nothing and keeps nothing, so
 // a write between a Prefetch and the operations it prepares costs only
 // the lines that then miss again.
@@ -29,41 +30,51 @@ import (
 // 0048). Groups of 4-8 keys do best: a larger group's lines are evicted
 // from the first-level cache before their update comes (decisions 0045,
 // 0048; BenchmarkPrefetch). Cost: about ten loads a hash, most of them
-// hits, and a prefetch of one to four lines.
+// hits, and a prefetch of one to four lines (up to eighteen of a leaf a
+// write would copy: at 10M keys with a capture taken every 2.5M updates,
+// an update took 299 ns against 374 with the window only, medians of
+// three interleaved rounds).
 //
 // Writer goroutine only (it reads the live root).
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
-	headers := m.owner.high.Load() != 0
+	high := m.owner.high.Load()
 	var sink uint64
 	for _, h := range hashes {
-		sink += m.root.touchPath(h, headers)
+		sink += m.root.touchPath(h, high)
 	}
 	keep(sink)
 }
 
-// touchPath loads the branch slots seekLeaf's walk reads for hash h below s,
-// with headers also the first word of each branch on the way, and
-// returns the sum of what it loaded (for keep). Of the leaf it
+// touchPath loads the branch slots seekLeaf's walk reads for hash h below s
+// and returns the sum of what it loaded (for keep). Of the leaf it
 // prefetches, without waiting, every line of the window seekLeaf
 // compares in a leaf of leafWindowMin entries or more, and in a shorter
-// one the line of the interpolated entry, where the scan starts.
-func (s *mapSlot[K, V]) touchPath(h uint64, headers bool) uint64 {
+// one the line of the interpolated entry, where the scan starts. With a
+// capture live (high, not 0) it also reads the header of the leaf's
+// parent, which a write reads (getForSetLive): if the parent is shared
+// or does not own the leaf, a write copies the leaf whole, and all of it
+// is asked for.
+func (s *mapSlot[K, V]) touchPath(h uint64, high uint64) uint64 {
 	var sum uint64
 	rest := h // the bits below the current node's prefix, at the top
+	var parent *mapBranch[K, V]
+	slot := uint64(0)
 	for s.n == branchMark {
-		b := (*mapBranch[K, V])(s.p)
-		if headers {
-			sum += b.epoch
-		}
-		s = &b.kids[rest>>(64-mapBits)]
+		parent = (*mapBranch[K, V])(s.p)
+		slot = rest >> (64 - mapBits)
+		s = &parent.kids[slot]
 		rest <<= mapBits
 	}
 	if s.n <= 0 {
 		return sum
 	}
 	n := uintptr(s.n)
-	i := uintptr((rest >> 32) * uint64(n) >> 32)
 	size := unsafe.Sizeof(mapEntry[K, V]{})
+	if high != 0 && parent != nil && (parent.epoch <= high || parent.owned&(1<<slot) == 0) {
+		prefetch.Range(s.p, n*size)
+		return sum
+	}
+	i := uintptr((rest >> 32) * uint64(n) >> 32)
 	if n < leafWindowMin {
 		prefetch.Range(unsafe.Pointer(leafAt[K, V](s.p, i)), size)
 		return sum
