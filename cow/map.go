@@ -171,12 +171,11 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 		// writer's alone (a node shared with another branch, a leaf its
 		// parent does not own, is shared with a branch that only released
 		// captures reach): a present key's value is written where a
-		// lookup finds it, with no branch header read. Checking each
-		// level's epoch and the leaf's owned bit, as updateInPlace must,
-		// reads one more cache line per branch: at 1M entries that is a
-		// quarter of a put. Written out here rather than as a branch of
-		// updateInPlace, which keeps the no-capture put free of the
-		// general path's checks (BenchmarkPut, snap=none).
+		// lookup finds it, with no branch header read (updateInPlace
+		// reads the parent's, one more cache line). Written out here
+		// rather than as a branch of updateInPlace, which keeps the
+		// no-capture put free of the general path's checks
+		// (BenchmarkPut, snap=none).
 		if old, e, _, ok := seekLeaf(&m.root, h, h, k); ok {
 			if !m.sameValue(&old, &v) {
 				e.val = v // no diff can need the bounds (leafSame)
