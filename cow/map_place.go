@@ -281,8 +281,8 @@ func (m *Map[K, V]) storeAt(p *Place[K, V], v V) {
 
 // recentEntry is what GetForSet found: with no capture live, the entry
 // and the owner's write count (while the count is unchanged, nothing has
-// moved the entry); with one live, the Place of findLive, which Store
-// checks itself.
+// moved the entry); with one live, the Place getForSetLive filled in,
+// valid while the write count and the epoch are unchanged.
 type recentEntry[K comparable, V any] struct {
 	e      *mapEntry[K, V] // nil: none
 	h      uint64
