@@ -164,6 +164,21 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 	m.owner.endWrite()
 }
 
+// leafSlot walks from the root to the slot of hash h's leaf (or of where
+// it would be) and returns it, its parent (nil for the root) and index
+// there, and h with the path's bits shifted out (seekLeaf's rest). Small
+// enough to inline.
+func (m *Map[K, V]) leafSlot(h uint64) (s *mapSlot[K, V], parent *mapBranch[K, V], slot int, rest uint64) {
+	s, rest = &m.root, h
+	for s.n == branchMark {
+		parent = (*mapBranch[K, V])(s.p)
+		slot = int(rest >> (64 - mapBits))
+		s = &parent.kids[slot]
+		rest <<= mapBits
+	}
+	return s, parent, slot, rest
+}
+
 // findLive is Find with a capture live (high, the newest live capture's
 // epoch, not 0): a Place with an entry only when the leaf's parent is the
 // writer's, and with it every branch above (see getForSetLive). With
@@ -172,16 +187,7 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 // copying walk, which reads it once (BenchmarkPut, snap=every1000).
 func (m *Map[K, V]) findLive(h uint64, k K, high uint64, placeOnly bool) (V, Place[K, V], bool) {
 	p := Place[K, V]{writes: m.owner.writes, epoch: m.owner.epoch}
-	s := &m.root
-	rest := h // the bits below the current node's prefix, at the top
-	var parent *mapBranch[K, V]
-	slot := 0
-	for s.n == branchMark {
-		parent = (*mapBranch[K, V])(s.p)
-		slot = int(rest >> (64 - mapBits))
-		s = &parent.kids[slot]
-		rest <<= mapBits
-	}
+	s, parent, slot, rest := m.leafSlot(h)
 	// The leaf's parent alone says what may be written (getForSetLive).
 	writable := m.rootEpoch > high
 	if parent != nil {
@@ -319,16 +325,7 @@ func (m *Map[K, V]) GetForSet(h uint64, k K) (V, bool) {
 // the map, cost the Get then Put with a capture held 601 instructions
 // against 481 (BenchmarkValueUpdate's loop, callgrind at 1M keys).
 func (m *Map[K, V]) getForSetLive(h uint64, k K, high uint64) (V, bool) {
-	s := &m.root
-	rest := h // the bits below the current node's prefix, at the top
-	var parent *mapBranch[K, V]
-	slot := 0
-	for s.n == branchMark {
-		parent = (*mapBranch[K, V])(s.p)
-		slot = int(rest >> (64 - mapBits))
-		s = &parent.kids[slot]
-		rest <<= mapBits
-	}
+	s, parent, slot, rest := m.leafSlot(h)
 	n := s.n
 	v, e, i, ok := seekLeaf(s, h, rest, k)
 	r := &m.recent
