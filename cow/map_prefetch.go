@@ -37,15 +37,13 @@ import (
 // Writer goroutine only (it reads the live root).
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
 	high := m.owner.high.Load()
-	var sink uint64
 	for _, h := range hashes {
-		sink += m.root.touchPath(h, high)
+		m.root.touchPath(h, high)
 	}
-	keep(sink)
 }
 
-// touchPath loads the branch slots seekLeaf's walk reads for hash h below s
-// and returns the sum of what it loaded (for keep). Of the leaf it
+// touchPath loads the branch slots seekLeaf's walk reads for hash h below
+// s (each load gives the next address, so none is dead). Of the leaf it
 // prefetches, without waiting, every line of the window seekLeaf
 // compares in a leaf of leafWindowMin entries or more, and in a shorter
 // one the line of the interpolated entry, where the scan starts. With a
@@ -53,8 +51,7 @@ func (m *Map[K, V]) Prefetch(hashes []uint64) {
 // parent, which a write reads (getForSetLive): if the parent is shared
 // or does not own the leaf, a write copies the leaf whole, and all of it
 // is asked for.
-func (s *mapSlot[K, V]) touchPath(h uint64, high uint64) uint64 {
-	var sum uint64
+func (s *mapSlot[K, V]) touchPath(h uint64, high uint64) {
 	rest := h // the bits below the current node's prefix, at the top
 	var parent *mapBranch[K, V]
 	slot := uint64(0)
@@ -65,20 +62,19 @@ func (s *mapSlot[K, V]) touchPath(h uint64, high uint64) uint64 {
 		rest <<= mapBits
 	}
 	if s.n <= 0 {
-		return sum
+		return
 	}
 	n := uintptr(s.n)
 	size := unsafe.Sizeof(mapEntry[K, V]{})
 	if high != 0 && parent != nil && (parent.epoch <= high || parent.owned&(1<<slot) == 0) {
 		prefetch.Range(s.p, n*size)
-		return sum
+		return
 	}
 	i := uintptr((rest >> 32) * uint64(n) >> 32)
 	if n < leafWindowMin {
 		prefetch.Range(unsafe.Pointer(leafAt[K, V](s.p, i)), size)
-		return sum
+		return
 	}
 	j := min(i-min(i, leafWindow/2), n-leafWindow)
 	prefetch.Range(unsafe.Pointer(leafAt[K, V](s.p, j)), leafWindow*size)
-	return sum
 }
