@@ -38,12 +38,12 @@ import (
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
 	high := m.owner.high.Load()
 	for _, h := range hashes {
-		m.root.touchPath(h, high)
+		m.touchPath(h, high)
 	}
 }
 
-// touchPath loads the branch slots seekLeaf's walk reads for hash h below
-// s (each load gives the next address, so none is dead). Of the leaf it
+// touchPath loads the branch slots seekLeaf's walk reads for hash h (each
+// load gives the next address, so none is dead). Of the leaf it
 // prefetches, without waiting, every line of the window seekLeaf
 // compares in a leaf of leafWindowMin entries or more, and in a shorter
 // one the line of the interpolated entry, where the scan starts. With a
@@ -51,22 +51,14 @@ func (m *Map[K, V]) Prefetch(hashes []uint64) {
 // parent, which a write reads (getForSetLive): if the parent is shared
 // or does not own the leaf, a write copies the leaf whole, and all of it
 // is asked for.
-func (s *mapSlot[K, V]) touchPath(h uint64, high uint64) {
-	rest := h // the bits below the current node's prefix, at the top
-	var parent *mapBranch[K, V]
-	slot := uint64(0)
-	for s.n == branchMark {
-		parent = (*mapBranch[K, V])(s.p)
-		slot = rest >> (64 - mapBits)
-		s = &parent.kids[slot]
-		rest <<= mapBits
-	}
+func (m *Map[K, V]) touchPath(h uint64, high uint64) {
+	s, parent, slot, rest := m.leafSlot(h)
 	if s.n <= 0 {
 		return
 	}
 	n := uintptr(s.n)
 	size := unsafe.Sizeof(mapEntry[K, V]{})
-	if high != 0 && parent != nil && (parent.epoch <= high || parent.owned&(1<<slot) == 0) {
+	if high != 0 && parent != nil && (parent.epoch <= high || parent.owned&(1<<uint(slot)) == 0) {
 		prefetch.Range(s.p, n*size)
 		return
 	}
