@@ -205,3 +205,55 @@ func FuzzSnapshotRestore(f *testing.F) {
 		testjob.New(t, 16, nil).B.RestoreSnapshot(context.Background(), r) // must not panic
 	})
 }
+
+// TestSnapshot_WriteIsIndependentOfEarlierWrites: Write appends a key
+// group's entries to a buffer an earlier write used (and grew), so the
+// bytes of a small state are checked against themselves written first,
+// after a larger state's write, and while others run on other goroutines.
+func TestSnapshot_WriteIsIndependentOfEarlierWrites(t *testing.T) {
+	small := testjob.New(t, 16, nil)
+	small.Load(30, 2)
+	smallSnap := small.B.Snapshot()
+	defer smallSnap.Release()
+	want := testjob.Encode(t, smallSnap, false)
+
+	large := testjob.New(t, 16, nil)
+	large.Load(2000, 5)
+	largeSnap := large.B.Snapshot()
+	defer largeSnap.Release()
+	testjob.Encode(t, largeSnap, false)
+	if got := testjob.Encode(t, smallSnap, false); !bytes.Equal(got, want) {
+		t.Fatalf("after a larger write: %d bytes, differ from the first write's %d", len(got), len(want))
+	}
+
+	// Each writer its own capture: a capture is read by one goroutine.
+	const writers = 4
+	errs := make(chan error, writers)
+	for i := range writers {
+		snap := small.B.Snapshot()
+		if i%2 == 1 {
+			snap = large.B.Snapshot()
+		}
+		file := testjob.Encode(t, snap, false) // a capture's time is in its header
+		go func() {
+			defer snap.Release()
+			for range 5 {
+				var buf bytes.Buffer
+				if err := cowstate.WriteSnapshot(context.Background(), &buf, snap, nil); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(buf.Bytes(), file) {
+					errs <- fmt.Errorf("writer %d: %d bytes, want %d", i, buf.Len(), len(file))
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
