@@ -15,10 +15,10 @@
 //   - with no live capture, writes run in place at mutable-structure speed;
 //   - with captures live, the first write to a node per epoch copies it
 //     (and its path), later writes in the same epoch are in place;
-//   - a Map of pointer-free entries copies leaves into the memory of leaves
-//     that only released captures reached, so with captures taken and
-//     released at a steady rate its leaf copies allocate nothing (see
-//     map_reuse.go);
+//   - a Map copies branches, and leaves of pointer-free entries, into the
+//     memory of nodes that only released captures reached, so with
+//     captures taken and released at a steady rate its copies allocate
+//     next to nothing (see map_reuse.go and map_reuse_branch.go);
 //   - writes that change nothing (an equal value, an absent key) copy
 //     nothing, so DiffMaps and DiffTrees report only real changes, and they
 //     skip every subtree two versions share by pointer: their cost follows

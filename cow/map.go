@@ -37,6 +37,7 @@ type Map[K comparable, V any] struct {
 	// (a quarter, or an eighth after SetCompactLeaves).
 	growShift uint8
 	reuse     leafReuse[K, V]
+	branches  branchReuse[K, V]
 	checks    invariants.Budget // when verify runs Check (-race, invariants tag)
 	// front is how far the reader of a capture read once in hash order
 	// has passed (MapSnapshot.Passed): set by that reader, loaded by the
@@ -167,6 +168,7 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 	// (BenchmarkWriteFlag).
 	m.owner.beginWrite()
 	if m.owner.high.Load() == 0 {
+		m.drainBranches()
 		// With no capture live, every node the live root reaches is the
 		// writer's alone (a node shared with another branch, a leaf its
 		// parent does not own, is shared with a branch that only released
@@ -398,17 +400,20 @@ func (m *Map[K, V]) del(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 }
 
 // ownBranch returns b if the writer may mutate it, else a copy stamped with
-// the writer epoch (sharing b's kids until they are written).
+// the writer epoch (sharing b's kids until they are written). The caller
+// puts the copy in b's place, so b leaves the live tree (retireBranch).
 func (m *Map[K, V]) ownBranch(b *mapBranch[K, V]) *mapBranch[K, V] {
 	if m.owner.writable(b.epoch) {
 		return b
 	}
-	c := *b
+	c := m.newBranch()
+	*c = *b
 	c.epoch = m.owner.epoch
 	c.owned = 0 // the copy shares every leaf until it writes it
 	c.dirty, c.id, c.origin = 0, branchIDs.Add(1), b.id
 	c.same = sameBounds{}
-	return &c
+	m.retireBranch(b)
+	return c
 }
 
 // Clear removes every entry in O(1); captured versions keep theirs.

@@ -11,20 +11,35 @@ import "fmt"
 // that a branch's owned bitmap marks leaves only, and that no branch the
 // writer may write (epoch above the newest live capture's) lies under one
 // it may not: a write copies the whole path to what it writes, and the
-// in-place paths read only the leaf's parent (getForSetLive).
+// in-place paths read only the leaf's parent (getForSetLive); and that no
+// branch of the live tree waits or is ready for reuse (branchReuse), and
+// no ready one points at a subtree.
 // Cost O(n); writer goroutine only (or with the writer quiescent).
 func (m *Map[K, V]) Check() error {
 	if n := m.root.count(); n != m.len {
 		return fmt.Errorf("%w: root holds %d entries, Len %d", ErrInvariant, n, m.len)
 	}
 	c := mapChecker[K, V]{m: m, seen: make(map[K]struct{}, m.len), high: m.owner.high.Load()}
+	if r := &m.branches; len(r.ready)+len(r.waiting) > 0 {
+		c.retired = make(map[*mapBranch[K, V]]string, len(r.ready)+len(r.waiting))
+		for _, w := range r.waiting {
+			c.retired[w.b] = "waiting"
+		}
+		for _, b := range r.ready {
+			if b.kids != ([mapFanout]mapSlot[K, V]{}) {
+				return fmt.Errorf("%w: a branch ready for reuse still points at subtrees", ErrInvariant)
+			}
+			c.retired[b] = "ready"
+		}
+	}
 	return c.slot(&m.root, 0, 0, false)
 }
 
 type mapChecker[K comparable, V any] struct {
-	m    *Map[K, V]
-	seen map[K]struct{}
-	high uint64 // the owner's, loaded once: a capture released meanwhile lowers it
+	m       *Map[K, V]
+	seen    map[K]struct{}
+	high    uint64                      // the owner's, loaded once: a capture released meanwhile lowers it
+	retired map[*mapBranch[K, V]]string // branches waiting or ready for reuse (branchReuse)
 }
 
 // slot checks the subtree s at depth, whose entries' hashes must all start
@@ -32,6 +47,9 @@ type mapChecker[K comparable, V any] struct {
 // may be shared with a live capture.
 func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64, sharedAbove bool) error {
 	if b := s.branch(); b != nil {
+		if what, ok := c.retired[b]; ok {
+			return fmt.Errorf("%w: branch at depth %d is in the live tree and %s for reuse", ErrInvariant, depth, what)
+		}
 		shared := b.epoch <= c.high
 		if sharedAbove && !shared {
 			return fmt.Errorf("%w: writable branch at depth %d under a branch shared with a capture", ErrInvariant, depth)

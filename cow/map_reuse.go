@@ -57,18 +57,17 @@ import (
 // replaced. Such a map stops reusing for good; its copies go to the
 // allocator and what they replace to the collector.
 //
-// # Only leaves, only without pointers
+// # Only leaves without pointers
 //
-// A retired node waits for the captures that may reach it, and the rule
+// A retired leaf waits for the captures that may reach it, and the rule
 // of when it is free is conservative: a capture held long (a checkpoint's
-// base) keeps waiting every node retired after it, also those only short
+// base) keeps waiting every leaf retired after it, also those only short
 // captures taken since could reach. A waiting node keeps alive what it
-// points to. A branch points to 32 subtrees, old versions the collector
-// would otherwise have freed: reusing branches too held a third more live
-// heap in the demo (105 MB against 68-73). So only leaves are reused, and
-// only leaves whose entries hold no pointer (a scalar state's, the
-// benchmark's int64s), which keep nothing else alive. The leaves of an
-// array that SetRun cut into leaves are not reused either (noteRun).
+// points to, so only leaves whose entries hold no pointer (a scalar
+// state's, the benchmark's int64s) are reused: they keep nothing else
+// alive. The leaves of an array that SetRun cut into leaves are not
+// reused either (noteRun). Branches, which point at subtrees, are reused
+// by an exact rule of their own (map_reuse_branch.go).
 
 // leafReuse holds one map's retired leaves: those waiting for the captures
 // that may reach them (in the order they were retired, so in epoch order),

@@ -66,6 +66,9 @@ type Owner struct {
 	sketch *writeSketch
 	high   atomic.Uint64 // H: epoch of the newest live capture, 0 if none
 	low    atomic.Uint64 // epoch of the oldest live capture, 0 if none
+	// releases counts Release calls, each counted once high and low say
+	// what it did: a retired branch becomes free only by one (branchReuse).
+	releases atomic.Uint64
 
 	mu   sync.Mutex
 	live []uint64 // epochs of live captures, ascending; guarded by mu
@@ -205,6 +208,7 @@ func (c *Capture) Release() {
 	}
 	o.high.Store(h)
 	o.low.Store(l)
+	o.releases.Add(1)
 }
 
 // mustRead panics if the capture was released: reading a released view would
@@ -248,4 +252,11 @@ func itoa(v uint64) string {
 			return string(b[i:])
 		}
 	}
+}
+
+// liveEpochs appends the live captures' epochs, ascending, to dst.
+func (o *Owner) liveEpochs(dst []uint64) []uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append(dst, o.live...)
 }
