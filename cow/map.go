@@ -37,8 +37,10 @@ type Map[K comparable, V any] struct {
 	// (a quarter, or an eighth after SetCompactLeaves).
 	growShift uint8
 	reuse     leafReuse[K, V]
-	branches  branchReuse[K, V]
-	checks    invariants.Budget // when verify runs Check (-race, invariants tag)
+	// branchesOff: the map retires no branch for reuse (a cursor; see
+	// map_reuse_branch.go).
+	branchesOff bool
+	checks      invariants.Budget // when verify runs Check (-race, invariants tag)
 	// front is how far the reader of a capture read once in hash order
 	// has passed (MapSnapshot.Passed): set by that reader, loaded by the
 	// writer only on a path that would otherwise copy (passedLeaf).
@@ -168,7 +170,6 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 	// (BenchmarkWriteFlag).
 	m.owner.beginWrite()
 	if m.owner.high.Load() == 0 {
-		m.drainBranches()
 		// With no capture live, every node the live root reaches is the
 		// writer's alone (a node shared with another branch, a leaf its
 		// parent does not own, is shared with a branch that only released

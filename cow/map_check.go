@@ -1,6 +1,9 @@
 package cow
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Check verifies every structural invariant of the map and returns the first
 // broken one (matching ErrInvariant), or nil. It checks the canonical shape
@@ -12,25 +15,16 @@ import "fmt"
 // writer may write (epoch above the newest live capture's) lies under one
 // it may not: a write copies the whole path to what it writes, and the
 // in-place paths read only the leaf's parent (getForSetLive); and that no
-// branch of the live tree waits or is ready for reuse (branchReuse), and
-// no ready one points at a subtree.
+// branch of the live tree waits or is free in the owner's pool of retired
+// branches, and no free one points at a subtree.
 // Cost O(n); writer goroutine only (or with the writer quiescent).
 func (m *Map[K, V]) Check() error {
 	if n := m.root.count(); n != m.len {
 		return fmt.Errorf("%w: root holds %d entries, Len %d", ErrInvariant, n, m.len)
 	}
 	c := mapChecker[K, V]{m: m, seen: make(map[K]struct{}, m.len), high: m.owner.high.Load()}
-	if r := &m.branches; len(r.ready)+len(r.waiting) > 0 {
-		c.retired = make(map[*mapBranch[K, V]]string, len(r.ready)+len(r.waiting))
-		for _, w := range r.waiting {
-			c.retired[w.b] = "waiting"
-		}
-		for _, b := range r.ready {
-			if b.kids != ([mapFanout]mapSlot[K, V]{}) {
-				return fmt.Errorf("%w: a branch ready for reuse still points at subtrees", ErrInvariant)
-			}
-			c.retired[b] = "ready"
-		}
+	if err := c.noteRetired(); err != nil {
+		return err
 	}
 	return c.slot(&m.root, 0, 0, false)
 }
@@ -39,7 +33,30 @@ type mapChecker[K comparable, V any] struct {
 	m       *Map[K, V]
 	seen    map[K]struct{}
 	high    uint64                      // the owner's, loaded once: a capture released meanwhile lowers it
-	retired map[*mapBranch[K, V]]string // branches waiting or ready for reuse (branchReuse)
+	retired map[*mapBranch[K, V]]string // branches waiting or free in the owner's pool
+}
+
+// noteRetired records the branches of the owner's pool (map_reuse_branch.go),
+// and checks that no free one points at a subtree.
+func (c *mapChecker[K, V]) noteRetired() error {
+	o := c.m.owner
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := &o.branches
+	if len(p.waiting)+len(p.free) == 0 {
+		return nil
+	}
+	c.retired = make(map[*mapBranch[K, V]]string, len(p.waiting)+len(p.free))
+	for _, w := range p.waiting {
+		c.retired[(*mapBranch[K, V])(unsafe.Pointer(w.b))] = "waiting"
+	}
+	for _, b := range p.free {
+		if b.kids != ([mapFanout]mapSlot[NoKey, struct{}]{}) {
+			return fmt.Errorf("%w: a free branch still points at subtrees", ErrInvariant)
+		}
+		c.retired[(*mapBranch[K, V])(unsafe.Pointer(b))] = "free"
+	}
+	return nil
 }
 
 // slot checks the subtree s at depth, whose entries' hashes must all start

@@ -62,7 +62,6 @@ func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, k
 	}
 	// No capture live: every node the live root reaches is the writer's
 	// (see SetHashed), so the entry is written where it is.
-	m.drainBranches()
 	old, e, _, ok := seekLeaf(&m.root, h, h, k)
 	if !ok {
 		m.SetHashed(h, k, f(old, false), keep)
@@ -365,7 +364,6 @@ func (m *Map[K, V]) getForSetLive(h uint64, k K, high uint64) (V, bool) {
 // snap=none). Writer goroutine only.
 func (m *Map[K, V]) SetAfterGet(h uint64, k K, v V, keep func(K) K) (replaced bool) {
 	if m.owner.high.Load() == 0 {
-		m.drainBranches()
 		if e := m.recentFor(h, k); e != nil {
 			// SetHashed's in-place write, written out: as a helper, even
 			// inlined, it cost the Get then Put 16 instructions more

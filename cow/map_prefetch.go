@@ -37,9 +37,6 @@ import (
 // Writer goroutine only (it reads the live root).
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
 	high := m.owner.high.Load()
-	if high == 0 {
-		m.drainBranches()
-	}
 	for _, h := range hashes {
 		m.touchPath(h, high)
 	}

@@ -1,6 +1,9 @@
 package cow
 
-import "slices"
+import (
+	"slices"
+	"unsafe"
+)
 
 // Reuse of the branches copy-on-write leaves behind.
 //
@@ -8,155 +11,123 @@ import "slices"
 // capture shares (ownBranch); the original leaves the live tree then, and
 // only captures can still reach it. At 10M entries a checkpoint's writes
 // copy each of the map's 34K branches once (576 bytes each, 19.5 MB), and
-// into fresh memory those copies are most of what the writer allocates
+// into fresh memory those copies were most of what the writer allocated
 // between two checkpoints (BenchmarkJob, keys=10000000, every=1s; decision
-// 0065). So a copy's original waits here and is copied into once no live
-// capture can reach it, as leaves are (map_reuse.go).
+// 0065). So a copy's original waits in its owner's pool, and is copied
+// into once no live capture reaches it.
 //
-// # When a branch may be reused
+// # When a branch is free
 //
-// A branch records the epoch it was made in, and leaves the live tree in
-// the writer epoch E of the write that copies it. A capture of epoch c
+// A branch records the epoch it was made in, B, and leaves the live tree
+// in the writer epoch E of the write that copies it. A capture of epoch c
 // froze the version at the end of writer epoch c, so it reaches the branch
-// exactly when b.epoch <= c < E. The branch is free once no live capture
-// has an epoch in that range.
+// exactly when B <= c < E. A branch is retired because a live capture
+// reaches it, so only a release can free it: Release looks at every
+// waiting branch against the captures still live, and clears those none
+// reaches on the releasing goroutine.
 //
 // # What a waiting branch keeps alive
 //
-// A branch points at 32 subtrees. While a capture reaches it, the capture
-// keeps them alive anyway; once none does, a branch still waiting would
-// keep alive old versions the collector should have. Two things keep that
-// short. The rule above is exact, where the leaves' is conservative
-// (oldest live capture at E), and a branch it holds back holds back no
-// other (promote): a checkpoint's base held long does not keep waiting
-// the branches that only shorter captures since could reach (a
-// conservative rule in retirement order held the demo's largest live
-// heap at 105 MB against 68-73, decision 0004). And the first writes
-// that find no capture live move the waiting branches on
-// (drainBranches), a bounded number a write: a branch moved on is
-// cleared, so a ready one points at nothing.
+// A branch points at 32 subtrees. While a capture reaches it the capture
+// keeps them alive anyway, and the release that frees it clears it, so a
+// branch in the pool never keeps alive an old version the collector
+// could have: not when a checkpoint's base is held long while shorter
+// captures come and go (the leaves' conservative rule, applied to
+// branches, held the demo's largest live heap at 105 MB against 68-73,
+// decision 0004), and not when the writer goes idle after a release (a
+// pass by the writer's next copies held it at 185-191 MB against 85-97).
 //
-// A map used as a cursor (Root, SetRoot) reuses no branch, for the
+// # One pool an owner
+//
+// Release runs on any goroutine and knows the owner, not its maps, so
+// the pool is the owner's, under its lock: the writer takes the lock to
+// retire a branch and to take one. Every mapBranch[K, V] has the layout
+// of branchNode (K and V only type its slots' pointers, all
+// unsafe.Pointer), so a branch of one map may be copied into by another.
+// A map used as a cursor (Root, SetRoot) retires no branch, for the
 // reason it reuses no leaf.
 
-// retiredBranch is a branch that left the live tree in writer epoch
-// epoch, made in epoch born.
-type retiredBranch[K comparable, V any] struct {
-	b           *mapBranch[K, V]
-	born, epoch uint64
+// branchNode is a branch of any of an owner's maps, as its pool holds it.
+type branchNode = mapBranch[NoKey, struct{}]
+
+// retiredBranch is a branch made in epoch born that left the live tree in
+// writer epoch left.
+type retiredBranch struct {
+	b          *branchNode
+	born, left uint64
 }
 
-// branchReuse holds one map's retired branches: those waiting for the
-// captures that reach them and those ready to be copied into. Writer
-// goroutine only.
-type branchReuse[K comparable, V any] struct {
-	waiting  []retiredBranch[K, V] // in no order
-	ready    []*mapBranch[K, V]
-	releases uint64   // Owner.releases at the start of promote's last pass
-	next     int      // where promote's pass goes on
-	looking  bool     // a pass is under way
-	scratch  []uint64 // promote's copy of the live captures' epochs
-	off      bool     // no reuse: a cursor
+// branchPool holds an owner's retired branches: those waiting for the
+// captures that reach them, in no order, and those free, cleared. Guarded
+// by Owner.mu.
+type branchPool struct {
+	waiting []retiredBranch
+	free    []*branchNode
+	// limit bounds waiting and free together: the largest allowance of a
+	// map that retired a branch (branchesKeptPer).
+	limit int
 }
 
-// branchesKeptPer bounds a map's waiting and ready branches together: one
-// for each branchesKeptPer entries, plus branchesKeptMin. A map has about
-// one branch for each 300 (at 10M) to 950 (at 1M) entries, so every branch
-// a checkpoint's writes copy fits.
+// branchesKeptPer bounds an owner's waiting and free branches together:
+// one for each branchesKeptPer entries of its largest map that retires
+// one, plus branchesKeptMin. A map has about one branch for each 300 (at
+// 10M) to 950 (at 1M) entries, so every branch a checkpoint's writes copy
+// fits.
 const (
 	branchesKeptPer = 128
 	branchesKeptMin = 64
 )
 
-// stop turns reuse off for good and lets the collector have what it held.
-func (r *branchReuse[K, V]) stop() { *r = branchReuse[K, V]{off: true} }
-
 // retireBranch records that b, which the writer just copied, left the
-// live tree now.
+// live tree now. Writer goroutine only.
 func (m *Map[K, V]) retireBranch(b *mapBranch[K, V]) {
-	r := &m.branches
-	if r.off || len(r.waiting)+len(r.ready) >= m.len/branchesKeptPer+branchesKeptMin {
+	if m.branchesOff {
 		return
 	}
-	r.waiting = append(r.waiting, retiredBranch[K, V]{b, b.epoch, m.owner.epoch})
+	o := m.owner
+	o.mu.Lock()
+	p := &o.branches
+	p.limit = max(p.limit, m.len/branchesKeptPer+branchesKeptMin)
+	if len(p.waiting)+len(p.free) < p.limit {
+		p.waiting = append(p.waiting, retiredBranch{(*branchNode)(unsafe.Pointer(b)), b.epoch, o.epoch})
+	}
+	o.mu.Unlock()
 }
 
-// newBranch returns a branch to copy into: a retired one no capture
-// reaches, cleared, or fresh memory. The caller overwrites all of it.
+// newBranch returns a branch to copy into: a free one of the owner's
+// pool, or fresh memory. The caller overwrites all of it. Writer
+// goroutine only.
 func (m *Map[K, V]) newBranch() *mapBranch[K, V] {
-	r := &m.branches
-	r.promote(m.owner)
-	if n := len(r.ready); n > 0 {
-		b := r.ready[n-1]
-		r.ready[n-1] = nil
-		r.ready = r.ready[:n-1]
-		return b
+	o := m.owner
+	o.mu.Lock()
+	p := &o.branches
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		o.mu.Unlock()
+		return (*mapBranch[K, V])(unsafe.Pointer(b))
 	}
+	o.mu.Unlock()
 	return new(mapBranch[K, V])
 }
 
-// drainBranches moves on the waiting branches, if any, when a write
-// finds no capture live: every one is then free, and cleared it keeps no
-// old version alive until the next capture's copies would have moved it.
-// Small enough to inline: one load and a branch when none waits.
-func (m *Map[K, V]) drainBranches() {
-	if len(m.branches.waiting) != 0 {
-		m.branches.promote(m.owner)
-	}
-}
-
-// promote moves the waiting branches no live capture reaches to the
-// ready list, clearing each (it points at nothing while it waits to be
-// copied into). A branch is retired because a live capture reaches it, and
-// only a release can change that: so promote looks only after a release
-// (Owner.releases), at every waiting branch once, up to reusePromoteMax a
-// call, and a branch a capture still reaches holds back none of the others
-// (a checkpoint's base held long does not keep waiting the branches only
-// shorter captures reached). Between releases it costs a load and a
-// compare; over a pass, O(1) per waiting branch plus the clearing. The
-// live captures' epochs are read under the owner's lock at most once a
-// call, and only when their bounds do not decide.
-func (r *branchReuse[K, V]) promote(o *Owner) {
-	if rel := o.releases.Load(); rel != r.releases {
-		r.releases, r.next, r.looking = rel, 0, true // a new pass
-	}
-	if !r.looking {
-		return
-	}
-	// Captures are taken only by the writer (this goroutine) and released
-	// by any: every capture live from here on was live at these loads, so
-	// its epoch lies in [oldest, newest].
-	oldest := o.low.Load()
-	newest := o.high.Load()
-	var live []uint64 // the live captures' epochs, once read
-	for range reusePromoteMax {
-		if r.next >= len(r.waiting) {
-			r.looking = false
-			return
-		}
-		w := r.waiting[r.next]
-		reached := false
-		switch {
-		case oldest == 0 || oldest >= w.epoch || newest < w.born:
-		case oldest >= w.born:
-			reached = true // by the oldest live capture
-		default:
-			if live == nil {
-				live = o.liveEpochs(r.scratch[:0])
-				r.scratch = live
-			}
-			i, _ := slices.BinarySearch(live, w.born)
-			reached = i < len(live) && live[i] < w.epoch
-		}
-		if reached {
-			r.next++
+// takeFree removes from the waiting list, and returns, the branches no
+// capture of live (ascending epochs) reaches; the caller clears them and
+// adds them to the free list. O(r log c) for r waiting and c live.
+func (p *branchPool) takeFree(live []uint64) []*branchNode {
+	var freed []*branchNode
+	for i := 0; i < len(p.waiting); {
+		w := p.waiting[i]
+		if j, _ := slices.BinarySearch(live, w.born); j < len(live) && live[j] < w.left {
+			i++ // reached by live[j]
 			continue
 		}
-		last := len(r.waiting) - 1
-		r.waiting[r.next] = r.waiting[last] // looked at next
-		r.waiting[last] = retiredBranch[K, V]{}
-		r.waiting = r.waiting[:last]
-		w.b.kids = [mapFanout]mapSlot[K, V]{}
-		r.ready = append(r.ready, w.b)
+		freed = append(freed, w.b)
+		last := len(p.waiting) - 1
+		p.waiting[i] = p.waiting[last]
+		p.waiting[last] = retiredBranch{}
+		p.waiting = p.waiting[:last]
 	}
+	return freed
 }

@@ -57,31 +57,28 @@ func TestMap_ReusesBranchesAcrossIntervals(t *testing.T) {
 	}
 }
 
-// TestMap_RetiredBranchesPointAtNothingOnceNoCaptureIsLive: once the
-// captures are released, the writes that follow move every waiting
-// branch on and clear it, so none keeps an old version alive.
-func TestMap_RetiredBranchesPointAtNothingOnceNoCaptureIsLive(t *testing.T) {
+// TestMap_ReleaseClearsTheBranchesItFrees: the release that leaves no
+// live capture reaching a retired branch clears it, so none keeps an old
+// version alive, whether or not the writer writes again.
+func TestMap_ReleaseClearsTheBranchesItFrees(t *testing.T) {
 	m, model := identityMap(20_000)
 	s := m.Snapshot()
 	for k := range 20_000 {
 		m.Set(k, -k)
 		model[k] = -k
 	}
-	if len(m.branches.waiting) == 0 {
+	p := &m.owner.branches
+	if len(p.waiting) == 0 {
 		t.Fatal("writes under a capture retired no branch")
 	}
 	s.Release()
-	for k := range 100 {
-		m.Set(k, k)
-		model[k] = k
+	if n := len(p.waiting); n != 0 {
+		t.Fatalf("%d branches still wait with no capture live", n)
 	}
-	if n := len(m.branches.waiting); n != 0 {
-		t.Fatalf("%d branches still wait after 100 writes with no capture live", n)
+	if len(p.free) == 0 {
+		t.Fatal("no branch free for reuse")
 	}
-	if len(m.branches.ready) == 0 {
-		t.Fatal("no branch ready for reuse")
-	}
-	if err := m.Check(); err != nil { // a ready branch points at nothing
+	if err := m.Check(); err != nil { // a free branch points at nothing
 		t.Fatal(err)
 	}
 	if got := mapContents(t, m.All()); !maps.Equal(got, model) {
@@ -91,8 +88,8 @@ func TestMap_RetiredBranchesPointAtNothingOnceNoCaptureIsLive(t *testing.T) {
 
 // TestMap_ALongCaptureHoldsBackOnlyTheBranchesItReaches: with a base
 // capture held, the branches only a shorter capture since reached are
-// moved on once it is released, whatever waits for the base; and the
-// base still reads what it froze.
+// freed by its release, whatever waits for the base; and the base still
+// reads what it froze.
 func TestMap_ALongCaptureHoldsBackOnlyTheBranchesItReaches(t *testing.T) {
 	const n = 20_000
 	m, model := identityMap(n)
@@ -107,9 +104,10 @@ func TestMap_ALongCaptureHoldsBackOnlyTheBranchesItReaches(t *testing.T) {
 	short := m.Snapshot()
 	write(0, n, 2)                  // copies the copies: only the short capture reaches them
 	underShort := short.Epoch() + 1 // the writer epoch they left the tree in
+	p := &m.owner.branches
 	waitingUnderShort := func() (k int) {
-		for _, w := range m.branches.waiting {
-			if w.epoch == underShort {
+		for _, w := range p.waiting {
+			if w.left == underShort {
 				k++
 			}
 		}
@@ -119,13 +117,13 @@ func TestMap_ALongCaptureHoldsBackOnlyTheBranchesItReaches(t *testing.T) {
 		t.Fatal("no branch retired under the short capture")
 	}
 	short.Release()
-	next := m.Snapshot()
-	write(0, n/2, 3) // copies, and looks at what waits
 	if k := waitingUnderShort(); k != 0 {
 		t.Fatalf("%d branches only the released capture reached still wait", k)
 	}
+	next := m.Snapshot()
+	write(0, n/2, 3)
 	baseWaits := 0
-	for _, w := range m.branches.waiting {
+	for _, w := range p.waiting {
 		if w.born <= base.Epoch() {
 			baseWaits++
 		}
@@ -146,40 +144,25 @@ func TestMap_ALongCaptureHoldsBackOnlyTheBranchesItReaches(t *testing.T) {
 	}
 }
 
-// TestOwner_Reaches: a node made in epoch born that left the live tree in
-// epoch left is reached by a live capture of an epoch in [born, left).
-func TestOwner_Reaches(t *testing.T) {
-	o := NewOwner()
-	var caps []*Capture
-	for range 9 {
-		caps = append(caps, o.Capture()) // epochs 1 to 9
-	}
-	for _, c := range caps {
-		if e := c.Epoch(); e != 3 && e != 7 {
-			c.Release()
-		}
-	}
-	live := o.liveEpochs(nil)
+// TestBranchPool_TakeFree: a branch made in epoch born that left the live
+// tree in epoch left is reached by a live capture of an epoch in
+// [born, left), and free otherwise.
+func TestBranchPool_TakeFree(t *testing.T) {
+	live := []uint64{3, 7}
 	for _, c := range []struct {
 		born, left uint64
-		want       bool
+		reached    bool
 	}{
 		{1, 3, false}, {1, 4, true}, {3, 4, true}, {4, 7, false}, {4, 8, true},
 		{5, 6, false}, {8, 10, false}, {7, 8, true}, {2, 10, true},
 	} {
-		got := false
-		for _, e := range live {
-			if c.born <= e && e < c.left {
-				got = true
-			}
+		p := branchPool{waiting: []retiredBranch{{b: new(branchNode), born: c.born, left: c.left}}}
+		freed := p.takeFree(live)
+		if got := len(freed) == 0; got != c.reached {
+			t.Fatalf("a branch of [%d, %d) with captures %v live: reached %v, want %v", c.born, c.left, live, got, c.reached)
 		}
-		if got != c.want {
-			t.Fatalf("table: [%d, %d) %v, want %v", c.born, c.left, got, c.want)
-		}
-		r := branchReuse[int, int]{waiting: []retiredBranch[int, int]{{b: new(mapBranch[int, int]), born: c.born, epoch: c.left}}}
-		r.promote(o)
-		if ready := len(r.ready) == 1; ready == c.want {
-			t.Fatalf("a branch of [%d, %d) with captures %v live: ready %v", c.born, c.left, live, ready)
+		if len(freed)+len(p.waiting) != 1 {
+			t.Fatalf("[%d, %d): %d freed and %d waiting of one", c.born, c.left, len(freed), len(p.waiting))
 		}
 	}
 }

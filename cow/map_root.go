@@ -25,7 +25,7 @@ func (m *Map[K, V]) Root() MapRoot[K, V] {
 	if !m.reuse.off {
 		m.reuse.stop(m.owner)
 	}
-	m.branches.stop()
+	m.branchesOff = true
 	return MapRoot[K, V]{slot: m.root, len: m.len, rootEpoch: m.rootEpoch}
 }
 
@@ -38,7 +38,7 @@ func (m *Map[K, V]) SetRoot(r MapRoot[K, V]) {
 	if !m.reuse.off {
 		m.reuse.stop(m.owner)
 	}
-	m.branches.stop()
+	m.branchesOff = true
 	m.root, m.len, m.rootEpoch = r.slot, r.len, r.rootEpoch
 	m.owner.wrote()
 	m.owner.endWrite()

@@ -66,12 +66,13 @@ type Owner struct {
 	sketch *writeSketch
 	high   atomic.Uint64 // H: epoch of the newest live capture, 0 if none
 	low    atomic.Uint64 // epoch of the oldest live capture, 0 if none
-	// releases counts Release calls, each counted once high and low say
-	// what it did: a retired branch becomes free only by one (branchReuse).
-	releases atomic.Uint64
 
 	mu   sync.Mutex
 	live []uint64 // epochs of live captures, ascending; guarded by mu
+	// branches holds the branches its maps' copies replaced, until no live
+	// capture reaches them, and then cleared for the next copies; guarded
+	// by mu (map_reuse_branch.go).
+	branches branchPool
 }
 
 // NewOwner returns an owner with no live capture. Nodes created by its
@@ -186,12 +187,14 @@ func (c *Capture) Owner() *Owner { return c.owner }
 func (c *Capture) Released() bool { return c.released.Load() }
 
 // Release gives the capture back: once no newer capture is live, the nodes
-// it pinned become writable in place again, and the leaves copies replaced
+// it pinned become writable in place again, the leaves copies replaced
 // become memory the writer's next copies reuse once no older capture is
-// live. Views taken under it must not be read afterwards (their reads panic),
-// and a read in progress must have returned: call Release after the last
-// read. Release is idempotent and safe from any goroutine. Cost O(c) for c
-// live captures.
+// live, and the branches copies replaced that no other live capture
+// reaches are cleared for reuse here. Views taken under it must not be
+// read afterwards (their reads panic), and a read in progress must have
+// returned: call Release after the last read. Release is idempotent and
+// safe from any goroutine. Cost O(c + r) for c live captures and r
+// branches waiting, plus clearing those it frees (512 bytes each).
 func (c *Capture) Release() {
 	if c.released.Swap(true) {
 		return
@@ -208,7 +211,17 @@ func (c *Capture) Release() {
 	}
 	o.high.Store(h)
 	o.low.Store(l)
-	o.releases.Add(1)
+	freed := o.branches.takeFree(o.live)
+	if len(freed) == 0 {
+		return
+	}
+	// Cleared with the lock let go: nothing else holds them now.
+	o.mu.Unlock()
+	for _, b := range freed {
+		b.kids = [mapFanout]mapSlot[NoKey, struct{}]{}
+	}
+	o.mu.Lock()
+	o.branches.free = append(o.branches.free, freed...)
 }
 
 // mustRead panics if the capture was released: reading a released view would
@@ -252,11 +265,4 @@ func itoa(v uint64) string {
 			return string(b[i:])
 		}
 	}
-}
-
-// liveEpochs appends the live captures' epochs, ascending, to dst.
-func (o *Owner) liveEpochs(dst []uint64) []uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append(dst, o.live...)
 }
