@@ -193,7 +193,7 @@ func (c *Capture) Released() bool { return c.released.Load() }
 // reaches are cleared for reuse here. Views taken under it must not be
 // read afterwards (their reads panic), and a read in progress must have
 // returned: call Release after the last read. Release is idempotent and
-// safe from any goroutine. Cost O(c + r) for c live captures and r
+// safe from any goroutine. Cost O(c + r log c) for c live captures and r
 // branches waiting, plus clearing those it frees (512 bytes each).
 func (c *Capture) Release() {
 	if c.released.Swap(true) {
