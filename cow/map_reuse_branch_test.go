@@ -2,60 +2,15 @@ package cow
 
 import (
 	"maps"
-	"math/rand/v2"
 	"testing"
-
-	"github.com/cowstate/cowstate/internal/invariants"
 )
 
 // The state machine of map_test.go takes and releases captures in any
 // order and checks every live one against its model after each step: it
 // is what shows that no branch is copied into while a capture reaches it.
-// These tests pin down when branches are reused and what they keep alive.
-
-// TestMap_ReusesBranchesAcrossIntervals: a capture's interval of writes
-// copies its leaves and the branches above them into what the interval
-// before retired, so it allocates next to nothing.
-func TestMap_ReusesBranchesAcrossIntervals(t *testing.T) {
-	defer invariants.Suspend()() // a self-check would count as an allocation
-	n := 200_000
-	if invariants.Exhaustive {
-		n = 2_000 // every write runs Check: contents only
-	}
-	m, model := identityMap(n)
-	r := rand.New(rand.NewPCG(5, 6))
-	set := func(writes int) {
-		for range writes {
-			k, v := r.IntN(n), r.Int()
-			m.Set(k, v)
-			model[k] = v
-		}
-	}
-	interval := func() {
-		s := m.Snapshot()
-		set(n / 32)
-		s.Release()
-		set(n / 100) // with no capture live: in place
-	}
-	interval()
-	interval()
-	if !invariants.Exhaustive {
-		// About 5.7K of the 32K leaves are copied an interval, and the
-		// 1.1K branches above them. About 600 of the leaf copies find no
-		// retired leaf of their capacity ready (newLeaf); with the
-		// branch copies allocated as well, an interval allocates 1.7K
-		// times.
-		if allocs := testing.AllocsPerRun(3, interval); allocs > 1_000 {
-			t.Fatalf("an interval of %d writes under a capture allocated %v times; want its copies in what the interval before retired", n/32, allocs)
-		}
-	}
-	if got := mapContents(t, m.All()); !maps.Equal(got, model) {
-		t.Fatal("live map differs from model")
-	}
-	if err := m.Check(); err != nil {
-		t.Fatal(err)
-	}
-}
+// These tests pin down when branches are freed and what they keep alive;
+// TestMap_ReusesLeavesAcrossIdleIntervals bounds what an interval under a
+// capture allocates, branch copies included.
 
 // TestMap_ReleaseClearsTheBranchesItFrees: the release that leaves no
 // live capture reaching a retired branch clears it, so none keeps an old

@@ -118,9 +118,12 @@ func TestMap_ReusesLeavesAcrossIdleIntervals(t *testing.T) {
 	interval()
 	if !invariants.Exhaustive {
 		// About 5.7K of the 32K leaves are copied an interval, and the
-		// 1.1K branches above them.
-		if allocs := testing.AllocsPerRun(3, interval); allocs > 2_000 {
-			t.Fatalf("an interval of %d writes under a capture allocated %v times; want its leaf copies in the leaves the interval before retired", n/32, allocs)
+		// 1.1K branches above them, into what the interval before
+		// retired; about 600 of the leaf copies find no retired leaf of
+		// their capacity ready (newLeaf). With either kind allocated
+		// afresh an interval allocates 1.7K times or more.
+		if allocs := testing.AllocsPerRun(3, interval); allocs > 1_000 {
+			t.Fatalf("an interval of %d writes under a capture allocated %v times; want its copies in the leaves and branches the interval before retired", n/32, allocs)
 		}
 	}
 	if got := mapContents(t, m.All()); !maps.Equal(got, model) {
