@@ -23,7 +23,8 @@ func (m *Map[K, V]) Check() error {
 		return fmt.Errorf("%w: root holds %d entries, Len %d", ErrInvariant, n, m.len)
 	}
 	c := mapChecker[K, V]{m: m, seen: make(map[K]struct{}, m.len), high: m.owner.high.Load()}
-	if err := c.noteRetired(); err != nil {
+	var err error
+	if c.retired, err = m.owner.retiredBranches(); err != nil {
 		return err
 	}
 	return c.slot(&m.root, 0, 0, false)
@@ -32,31 +33,8 @@ func (m *Map[K, V]) Check() error {
 type mapChecker[K comparable, V any] struct {
 	m       *Map[K, V]
 	seen    map[K]struct{}
-	high    uint64                      // the owner's, loaded once: a capture released meanwhile lowers it
-	retired map[*mapBranch[K, V]]string // branches waiting or free in the owner's pool
-}
-
-// noteRetired records the branches of the owner's pool (map_reuse_branch.go),
-// and checks that no free one points at a subtree.
-func (c *mapChecker[K, V]) noteRetired() error {
-	o := c.m.owner
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	p := &o.branches
-	if len(p.waiting)+len(p.free) == 0 {
-		return nil
-	}
-	c.retired = make(map[*mapBranch[K, V]]string, len(p.waiting)+len(p.free))
-	for _, w := range p.waiting {
-		c.retired[(*mapBranch[K, V])(unsafe.Pointer(w.b))] = "waiting"
-	}
-	for _, b := range p.free {
-		if b.kids != ([mapFanout]mapSlot[NoKey, struct{}]{}) {
-			return fmt.Errorf("%w: a free branch still points at subtrees", ErrInvariant)
-		}
-		c.retired[(*mapBranch[K, V])(unsafe.Pointer(b))] = "free"
-	}
-	return nil
+	high    uint64                 // the owner's, loaded once: a capture released meanwhile lowers it
+	retired map[*branchNode]string // branches waiting or free in the owner's pool
 }
 
 // slot checks the subtree s at depth, whose entries' hashes must all start
@@ -64,7 +42,7 @@ func (c *mapChecker[K, V]) noteRetired() error {
 // may be shared with a live capture.
 func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64, sharedAbove bool) error {
 	if b := s.branch(); b != nil {
-		if what, ok := c.retired[b]; ok {
+		if what, ok := c.retired[(*branchNode)(unsafe.Pointer(b))]; ok {
 			return fmt.Errorf("%w: branch at depth %d is in the live tree and %s for reuse", ErrInvariant, depth, what)
 		}
 		shared := b.epoch <= c.high

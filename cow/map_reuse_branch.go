@@ -1,6 +1,7 @@
 package cow
 
 import (
+	"fmt"
 	"slices"
 	"unsafe"
 )
@@ -47,8 +48,25 @@ import (
 // A map used as a cursor (Root, SetRoot) retires no branch, for the
 // reason it reuses no leaf.
 
-// branchNode is a branch of any of an owner's maps, as its pool holds it.
-type branchNode = mapBranch[NoKey, struct{}]
+// branchNode is a branch of any of an owner's maps, as its pool holds it:
+// mapBranch's layout written without type parameters (K and V only type
+// a slot's pointer), so that the pool's code is compiled once, not for
+// every map type, and instantiates no map type's methods
+// (TestBranchNode_HasTheLayoutOfEveryBranch).
+type branchNode struct {
+	epoch        uint64
+	count        int
+	owned, dirty uint32
+	id, origin   uint64
+	kids         [mapFanout]kidSlot
+	same         sameBounds
+}
+
+// kidSlot is mapSlot's layout without type parameters.
+type kidSlot struct {
+	p    unsafe.Pointer
+	n, c int32
+}
 
 // retiredBranch is a branch made in epoch born that left the live tree in
 // writer epoch left.
@@ -81,35 +99,69 @@ const (
 // retireBranch records that b, which the writer just copied, left the
 // live tree now. Writer goroutine only.
 func (m *Map[K, V]) retireBranch(b *mapBranch[K, V]) {
-	if m.branchesOff {
-		return
+	if !m.branchesOff {
+		m.owner.retireBranch((*branchNode)(unsafe.Pointer(b)), m.len)
 	}
-	o := m.owner
-	o.mu.Lock()
-	p := &o.branches
-	p.limit = max(p.limit, m.len/branchesKeptPer+branchesKeptMin)
-	if len(p.waiting)+len(p.free) < p.limit {
-		p.waiting = append(p.waiting, retiredBranch{(*branchNode)(unsafe.Pointer(b)), b.epoch, o.epoch})
-	}
-	o.mu.Unlock()
 }
 
 // newBranch returns a branch to copy into: a free one of the owner's
 // pool, or fresh memory. The caller overwrites all of it. Writer
 // goroutine only.
 func (m *Map[K, V]) newBranch() *mapBranch[K, V] {
-	o := m.owner
-	o.mu.Lock()
-	p := &o.branches
-	if n := len(p.free); n > 0 {
-		b := p.free[n-1]
-		p.free[n-1] = nil
-		p.free = p.free[:n-1]
-		o.mu.Unlock()
+	if b := m.owner.freeBranch(); b != nil {
 		return (*mapBranch[K, V])(unsafe.Pointer(b))
 	}
-	o.mu.Unlock()
 	return new(mapBranch[K, V])
+}
+
+// retireBranch is Map.retireBranch for a map of size entries, written
+// once for every map type: generic code is compiled for each.
+func (o *Owner) retireBranch(b *branchNode, size int) {
+	o.mu.Lock()
+	p := &o.branches
+	p.limit = max(p.limit, size/branchesKeptPer+branchesKeptMin)
+	if len(p.waiting)+len(p.free) < p.limit {
+		p.waiting = append(p.waiting, retiredBranch{b, b.epoch, o.epoch})
+	}
+	o.mu.Unlock()
+}
+
+// freeBranch takes a free branch from the pool, or returns nil.
+func (o *Owner) freeBranch() *branchNode {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := &o.branches
+	n := len(p.free)
+	if n == 0 {
+		return nil
+	}
+	b := p.free[n-1]
+	p.free[n-1] = nil
+	p.free = p.free[:n-1]
+	return b
+}
+
+// retiredBranches returns the branches of the pool, waiting and free, and
+// an error matching ErrInvariant if a free one points at a subtree
+// (Map.Check).
+func (o *Owner) retiredBranches() (map[*branchNode]string, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := &o.branches
+	if len(p.waiting)+len(p.free) == 0 {
+		return nil, nil
+	}
+	retired := make(map[*branchNode]string, len(p.waiting)+len(p.free))
+	for _, w := range p.waiting {
+		retired[w.b] = "waiting"
+	}
+	for _, b := range p.free {
+		if b.kids != ([mapFanout]kidSlot{}) {
+			return nil, fmt.Errorf("%w: a free branch still points at subtrees", ErrInvariant)
+		}
+		retired[b] = "free"
+	}
+	return retired, nil
 }
 
 // takeFree removes from the waiting list, and returns, the branches no

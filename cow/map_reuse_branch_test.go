@@ -3,6 +3,7 @@ package cow
 import (
 	"maps"
 	"testing"
+	"unsafe"
 )
 
 // The state machine of map_test.go takes and releases captures in any
@@ -120,4 +121,24 @@ func TestBranchPool_TakeFree(t *testing.T) {
 			t.Fatalf("[%d, %d): %d freed and %d waiting of one", c.born, c.left, len(freed), len(p.waiting))
 		}
 	}
+}
+
+// TestBranchNode_HasTheLayoutOfEveryBranch: the pool handles the branches
+// of every map type as branchNode, so their fields must sit where
+// branchNode's do, whatever K and V.
+func TestBranchNode_HasTheLayoutOfEveryBranch(t *testing.T) {
+	check := func(name string, size, epoch, kids, same, slot uintptr) {
+		var n branchNode
+		if size != unsafe.Sizeof(n) || epoch != unsafe.Offsetof(n.epoch) || kids != unsafe.Offsetof(n.kids) ||
+			same != unsafe.Offsetof(n.same) || slot != unsafe.Sizeof(kidSlot{}) {
+			t.Fatalf("%s: size %d, epoch at %d, kids at %d, same at %d, a slot %d bytes; branchNode: %d, %d, %d, %d, %d",
+				name, size, epoch, kids, same, slot, unsafe.Sizeof(n), unsafe.Offsetof(n.epoch), unsafe.Offsetof(n.kids), unsafe.Offsetof(n.same), unsafe.Sizeof(kidSlot{}))
+		}
+	}
+	var a mapBranch[int, int]
+	check("mapBranch[int, int]", unsafe.Sizeof(a), unsafe.Offsetof(a.epoch), unsafe.Offsetof(a.kids), unsafe.Offsetof(a.same), unsafe.Sizeof(a.kids[0]))
+	var b mapBranch[string, [3]string]
+	check("mapBranch[string, [3]string]", unsafe.Sizeof(b), unsafe.Offsetof(b.epoch), unsafe.Offsetof(b.kids), unsafe.Offsetof(b.same), unsafe.Sizeof(b.kids[0]))
+	var c mapBranch[NoKey, struct{ a, b uint64 }]
+	check("mapBranch[NoKey, struct{ a, b uint64 }]", unsafe.Sizeof(c), unsafe.Offsetof(c.epoch), unsafe.Offsetof(c.kids), unsafe.Offsetof(c.same), unsafe.Sizeof(c.kids[0]))
 }

@@ -218,7 +218,7 @@ func (c *Capture) Release() {
 	// Cleared with the lock let go: nothing else holds them now.
 	o.mu.Unlock()
 	for _, b := range freed {
-		b.kids = [mapFanout]mapSlot[NoKey, struct{}]{}
+		b.kids = [mapFanout]kidSlot{}
 	}
 	o.mu.Lock()
 	o.branches.free = append(o.branches.free, freed...)
