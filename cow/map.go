@@ -48,6 +48,9 @@ type Map[K comparable, V any] struct {
 	// recent is where the writer's last GetForSet found its key (see
 	// there): an entry SetAfterGet writes without walking down again.
 	recent recentEntry[K, V]
+	// owned counts down the leaves a capture may still share with the
+	// live tree (map_owned_all.go).
+	owned ownedAll
 }
 
 // NewMap returns an empty map owned by owner (one Owner may be shared by many
@@ -169,19 +172,19 @@ func (m *Map[K, V]) SetHashed(h uint64, k K, v V, keep func(K) K) (replaced bool
 	// a call of the body: the extra call is measurable on an in-cache put
 	// (BenchmarkWriteFlag).
 	m.owner.beginWrite()
-	if m.owner.high.Load() == 0 {
-		// With no capture live, every node the live root reaches is the
-		// writer's alone (a node shared with another branch, a leaf its
-		// parent does not own, is shared with a branch that only released
-		// captures reach): a present key's value is written where a
-		// lookup finds it, with no branch header read (updateInPlace
-		// reads the parent's, one more cache line). Written out here
-		// rather than as a branch of updateInPlace, which keeps the
-		// no-capture put free of the general path's checks
-		// (BenchmarkPut, snap=none).
+	if m.owner.high.Load() == 0 || m.copiedAll() {
+		// With no capture live (or none sharing a node, ownedAll), every
+		// node the live root reaches is the writer's alone (a node shared
+		// with another branch, a leaf its parent does not own, is shared
+		// with a branch that only released captures reach): a present
+		// key's value is written where a lookup finds it, with no branch
+		// header read (updateInPlace reads the parent's, one more cache
+		// line). Written out here rather than as a branch of
+		// updateInPlace, which keeps the no-capture put free of the
+		// general path's checks (BenchmarkPut, snap=none).
 		if old, e, _, ok := seekLeaf(&m.root, h, h, k); ok {
 			if !m.sameValue(&old, &v) {
-				e.val = v // no diff can need the bounds (leafSame)
+				e.val = v // no diff needs the bounds (leafSame, ownedAll)
 				m.owner.wroteAt(h)
 				m.verify("Set")
 			}
@@ -224,6 +227,11 @@ func (m *Map[K, V]) setWalk(h uint64, k K, v V, keep func(K) K) (replaced bool) 
 // shared or the key is absent.
 func (m *Map[K, V]) updateInPlace(h uint64, k K, v V) bool {
 	high := m.owner.high.Load()
+	// A walk that finds every node the writer's sends the next writes
+	// to the no-capture path; this one's path is right either way.
+	if m.owned.left == 0 {
+		m.ownedNow(high)
+	}
 	_, p, ok := m.findLive(h, k, high, true)
 	if !ok || p.e == nil {
 		if e := m.passedEntry(h, k, high); e != nil {

@@ -27,7 +27,45 @@ func (m *Map[K, V]) Check() error {
 	if c.retired, err = m.owner.retiredBranches(); err != nil {
 		return err
 	}
-	return c.slot(&m.root, 0, 0, false)
+	if err := c.slot(&m.root, 0, 0, false); err != nil {
+		return err
+	}
+	return m.checkOwnsAll(c.high)
+}
+
+// checkOwnsAll verifies what the no-capture paths rely on while a
+// capture is live (ownedAll): no leaf of the live tree is one a write
+// would copy, and no copy keeps bounds an in-place write would not lower.
+func (m *Map[K, V]) checkOwnsAll(high uint64) error {
+	if high == 0 || !m.ownsAll() {
+		return nil
+	}
+	if _, shared := sharedLeaves(&m.root, high, m.root.isLeaf() && m.rootEpoch <= high); shared > 0 {
+		return fmt.Errorf("%w: writes take the no-capture paths, but %d leaves are shared with a capture", ErrInvariant, shared)
+	}
+	return spentBounds(&m.root, 0)
+}
+
+// spentBounds returns an error naming the first copy under s (at depth)
+// whose bounds are not spent.
+func spentBounds[K comparable, V any](s *mapSlot[K, V], depth int) error {
+	b := s.branch()
+	if b == nil {
+		return nil
+	}
+	if b.origin != 0 {
+		for _, x := range b.same.slot {
+			if x != spentSlot {
+				return fmt.Errorf("%w: writes take the no-capture paths, but a copy at depth %d keeps bounds on its leaves", ErrInvariant, depth)
+			}
+		}
+	}
+	for i := range b.kids {
+		if err := spentBounds(&b.kids[i], depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type mapChecker[K comparable, V any] struct {

@@ -57,9 +57,10 @@ type mapEntry[K comparable, V any] struct {
 // writes it, and shares it only with the original, which only the captures
 // live at the copy reach: with no live capture at all, every node the live
 // root reaches is the writer's, and an update writes in place without
-// reading epochs or bitmaps (Map.updateInPlace). (The root leaf's epoch is kept by the Map.) Nothing reachable
-// from a live capture is ever written, so any number of goroutines may read
-// it.
+// reading epochs or bitmaps (Map.updateInPlace); so it is, with captures
+// live, once the writer has copied every leaf since the newest (ownedAll).
+// (The root leaf's epoch is kept by the Map.) Nothing reachable from a
+// live capture is ever written, so any number of goroutines may read it.
 type mapSlot[K comparable, V any] struct {
 	p    unsafe.Pointer // *mapBranch[K, V] or the first mapEntry[K, V] of a leaf
 	n, c int32          // leaf length and capacity; n == branchMark for a branch
@@ -100,7 +101,10 @@ type mapBranch[K comparable, V any] struct {
 // the slot or of its leaf lowers it; a write that replaces a leaf wholesale
 // lowers it to 0. Writes made while no capture is live are not recorded (a
 // put's fast path then reads no branch header): the original is then in no
-// live capture, so no diff can pair it with the copy again.
+// live capture, so no diff can pair it with the copy again. Nor are writes
+// made once the writer has copied every node since the newest capture,
+// which take the same paths: every copy's bounds are spent first
+// (ownedAll), so a diff compares those leaves whole.
 type leafSame struct{ slot, prefix, suffix uint8 }
 
 // leafSameMax is how many slots a copy keeps bounds for: what fits in the

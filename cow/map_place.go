@@ -56,7 +56,7 @@ func (m *Map[K, V]) Find(h uint64, k K) (V, Place[K, V], bool) {
 // is SetHashed's. Storing a value equal to the present one changes
 // nothing. Writer goroutine only; f runs on it, outside any write.
 func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, keep func(K) K) {
-	if high := m.owner.high.Load(); high != 0 {
+	if high := m.owner.high.Load(); high != 0 && !m.copiedAll() {
 		m.updateLive(h, k, high, f, keep)
 		return
 	}
@@ -103,6 +103,10 @@ func (m *Map[K, V]) UpdateHashed(h uint64, k K, f func(old V, present bool) V, k
 // against 530-583 at 10M entries (statetable's BenchmarkReadModifyWrite,
 // op=update, side by side).
 func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present bool) V, keep func(K) K) {
+	if m.owned.left == 0 && m.ownedNow(high) {
+		m.UpdateHashed(h, k, f, keep) // every node is the writer's now
+		return
+	}
 	s := &m.root
 	rest := h // the bits below the current node's prefix, at the top
 	var parent *mapBranch[K, V]
@@ -304,7 +308,7 @@ type recentEntry[K comparable, V any] struct {
 // the entry, three words stored in the map; with one live, the Place a
 // Find would return (getForSetLive). Writer goroutine only.
 func (m *Map[K, V]) GetForSet(h uint64, k K) (V, bool) {
-	if high := m.owner.high.Load(); high != 0 {
+	if high := m.owner.high.Load(); high != 0 && !m.copiedAll() {
 		return m.getForSetLive(h, k, high)
 	}
 	v, e, _, ok := seekLeaf(&m.root, h, h, k)
@@ -328,6 +332,9 @@ func (m *Map[K, V]) GetForSet(h uint64, k K) (V, bool) {
 // findLive filling a Place through a pointer, for both, cost this loop 18
 // instructions more (458 -> 477).
 func (m *Map[K, V]) getForSetLive(h uint64, k K, high uint64) (V, bool) {
+	if m.owned.left == 0 && m.ownedNow(high) {
+		return m.GetForSet(h, k) // every node is the writer's now
+	}
 	s, parent, slot, rest := m.leafSlot(h)
 	n := s.n
 	v, e, i, ok := seekLeaf(s, h, rest, k)
@@ -363,7 +370,7 @@ func (m *Map[K, V]) getForSetLive(h uint64, k K, high uint64) (V, bool) {
 // which would cost every put about nine instructions (BenchmarkPut at 1M,
 // snap=none). Writer goroutine only.
 func (m *Map[K, V]) SetAfterGet(h uint64, k K, v V, keep func(K) K) (replaced bool) {
-	if m.owner.high.Load() == 0 {
+	if m.owner.high.Load() == 0 || m.copiedAll() {
 		if e := m.recentFor(h, k); e != nil {
 			// SetHashed's in-place write, written out: as a helper, even
 			// inlined, it cost the Get then Put 16 instructions more

@@ -37,6 +37,9 @@ import (
 // Writer goroutine only (it reads the live root).
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
 	high := m.owner.high.Load()
+	if high != 0 && m.copiedAll() {
+		high = 0 // no leaf is copied (ownedAll)
+	}
 	for _, h := range hashes {
 		m.touchPath(h, high)
 	}

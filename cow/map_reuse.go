@@ -201,10 +201,15 @@ func (r *leafReuse[K, V]) mayKeep(nb, have, budget, size int) bool {
 	return have+nb <= budget || r.waitingB+r.bytes+nb <= size*int(unsafe.Sizeof(mapEntry[K, V]{}))/reuseShare
 }
 
-// retireLeaf records that the leaf of slot s left the live tree now.
+// retireLeaf records that the leaf of slot s left the live tree now: a
+// write copied it, since a capture may share it.
 func (m *Map[K, V]) retireLeaf(s mapSlot[K, V]) {
+	if s.n <= 0 {
+		return
+	}
+	m.copiedLeaf()
 	r, o := &m.reuse, m.owner
-	if s.n <= 0 || s.c >= reuseLeafCaps || r.off || r.inRun(uintptr(s.p)) {
+	if s.c >= reuseLeafCaps || r.off || r.inRun(uintptr(s.p)) {
 		return
 	}
 	nb := int(s.c) * int(unsafe.Sizeof(mapEntry[K, V]{}))

@@ -26,6 +26,7 @@ func (m *Map[K, V]) Root() MapRoot[K, V] {
 		m.reuse.stop(m.owner)
 	}
 	m.branchesOff = true
+	m.owned = ownedAll{}
 	return MapRoot[K, V]{slot: m.root, len: m.len, rootEpoch: m.rootEpoch}
 }
 
@@ -39,6 +40,7 @@ func (m *Map[K, V]) SetRoot(r MapRoot[K, V]) {
 		m.reuse.stop(m.owner)
 	}
 	m.branchesOff = true
+	m.owned = ownedAll{}
 	m.root, m.len, m.rootEpoch = r.slot, r.len, r.rootEpoch
 	m.owner.wrote()
 	m.owner.endWrite()

@@ -2,6 +2,7 @@ package cow
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"unsafe"
 )
@@ -10,10 +11,14 @@ import (
 // present int64 key, at 1M and 10M entries, by the path it takes, on one
 // map and the same memory, so that the paths compare side by side:
 //
-//   - path=owned: a capture is live, and the writer has copied every
-//     node since it was taken (ownAll), so every update is written in
-//     place after updateLive's walk, which checks each branch's epoch and
-//     the leaf's owned bit;
+//   - path=live: a capture is live, and the writer has copied every
+//     node since it was taken (ownAll), but the map is kept from finding
+//     it out (ownedAll), so every update is written in place after
+//     updateLive's walk, which checks the parent's epoch and the leaf's
+//     owned bit: the path of a write to a leaf the writer has copied
+//     while others are still shared;
+//   - path=owned: the same, with the map let find out: after one walk of
+//     the branches every update takes the no-capture path;
 //   - path=none: the capture released, the same leaves written where a
 //     lookup finds them, with no check;
 //   - path=passed: a new capture live, whose reader has passed every leaf
@@ -23,7 +28,7 @@ import (
 //   - path=walk: the walk and the write alone (seekLeaf from the root,
 //     then the store), the floor under both.
 //
-// Each run measures the four in turn; to compare them side by side, run
+// Each run measures the five in turn; to compare them side by side, run
 // the test binary several times. Decision 0043 records what they measured.
 func BenchmarkUpdateOwned(b *testing.B) {
 	for _, size := range []int{1 << 20, 10_000_000} {
@@ -31,7 +36,7 @@ func BenchmarkUpdateOwned(b *testing.B) {
 	}
 }
 
-// updateOwnedPaths runs BenchmarkUpdateOwned's four paths at one size.
+// updateOwnedPaths runs BenchmarkUpdateOwned's five paths at one size.
 func updateOwnedPaths(b *testing.B, size int) {
 	u := updateOwnedSetup(b, size)
 	inc := func(v int64, _ bool) int64 { return v + 1 }
@@ -45,6 +50,9 @@ func updateOwnedPaths(b *testing.B, size int) {
 	}
 	c := u.m.owner.Capture()
 	u.m.ownAll()
+	u.m.owned = ownedAll{epoch: u.m.owner.epoch, left: math.MaxInt} // no walk
+	b.Run("path=live", updates)
+	u.m.owned.left = 0 // the next write walks, and finds every leaf copied
 	b.Run("path=owned", updates)
 	c.Release()
 	b.Run("path=none", updates)
