@@ -63,7 +63,7 @@ func (m *Map[K, V]) copiedAll() bool {
 // inline), whether a walk finds none left: the write then takes the
 // no-capture path.
 func (m *Map[K, V]) ownedNow(high uint64) bool {
-	return m.owned.epoch == m.owner.epoch && m.checkOwnedAll(high) == 0
+	return m.owned.epoch == m.owner.epoch && m.checkOwnedAll(high)
 }
 
 // copiedLeaf counts a leaf copied from one a capture may share.
@@ -95,18 +95,19 @@ func (m *Map[K, V]) countFrom() {
 }
 
 // checkOwnedAll counts the leaves the live tree shares with a capture
-// live at high; if none, it spends every copy's bounds and returns 0,
-// else it sets the count down from there and returns high. O(branches).
-func (m *Map[K, V]) checkOwnedAll(high uint64) uint64 {
+// live at high; if none, it spends every copy's bounds, switches the
+// map's writes to the no-capture paths and reports true, else it sets
+// the count down from there. O(branches).
+func (m *Map[K, V]) checkOwnedAll(high uint64) bool {
 	leaves, shared := sharedLeaves(&m.root, high, m.root.isLeaf() && m.rootEpoch <= high)
 	m.owned.leaves = leaves
 	if shared > 0 {
 		m.owned.left = shared
-		return high
+		return false
 	}
 	spendBounds(&m.root)
 	m.owned.left = -1
-	return 0
+	return true
 }
 
 // sharedLeaves returns how many leaves lie under s and how many of them
