@@ -29,7 +29,8 @@ import (
 //     then the store), the floor under both.
 //
 // Each run measures the five in turn; to compare them side by side, run
-// the test binary several times. Decision 0043 records what they measured.
+// the test binary several times. Decisions 0043 and 0066 record what they
+// measured.
 func BenchmarkUpdateOwned(b *testing.B) {
 	for _, size := range []int{1 << 20, 10_000_000} {
 		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) { updateOwnedPaths(b, size) })
