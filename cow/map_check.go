@@ -37,7 +37,7 @@ func (m *Map[K, V]) Check() error {
 // capture is live (ownedAll): no leaf of the live tree is one a write
 // would copy, and no copy keeps bounds an in-place write would not lower.
 func (m *Map[K, V]) checkOwnsAll(high uint64) error {
-	if high == 0 || !m.ownsAll() {
+	if high == 0 || !m.copiedAll() {
 		return nil
 	}
 	if _, shared := sharedLeaves(&m.root, high, m.root.isLeaf() && m.rootEpoch <= high); shared > 0 {

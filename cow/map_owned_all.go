@@ -159,9 +159,3 @@ func (s *sameBounds) spend() {
 		s.slot[j] = spentSlot
 	}
 }
-
-// ownsAll reports whether the map takes its no-capture paths with a
-// capture live (for Check).
-func (m *Map[K, V]) ownsAll() bool {
-	return m.owner.high.Load() != 0 && m.copiedAll()
-}

@@ -141,3 +141,40 @@ func TestMap_ACursorNeverTakesTheNoCapturePathsUnderACapture(t *testing.T) {
 		t.Fatalf("the capture reads %d for key 1 after the cursor's write, want 1", v)
 	}
 }
+
+// TestMap_SetRootEndsTheNoCapturePaths: a map whose writes took the
+// no-capture paths, given a root a live capture shares (SetRoot), copies
+// what it writes instead of writing the capture's nodes in place.
+func TestMap_SetRootEndsTheNoCapturePaths(t *testing.T) {
+	o := NewOwner()
+	src := NewIntKeyedMap[int, int](o, nil)
+	m := NewIntKeyedMap[int, int](o, nil)
+	for i := range 5000 {
+		src.Set(i, i)
+		m.Set(i, i)
+	}
+	root := src.Root()
+	s := src.Snapshot() // shares root's nodes
+	defer s.Release()
+	for i := 0; !m.ownsAll(); i++ {
+		if i > 50*5000 {
+			t.Fatal("the map never took the no-capture paths")
+		}
+		m.Set(i%5000, -i)
+	}
+	m.SetRoot(root)
+	for i := range 5000 {
+		m.Set(i, -1)
+	}
+	for k, v := range s.All() {
+		if v != k {
+			t.Fatalf("the capture reads %d for key %d after writes through SetRoot's map, want %d", v, k, k)
+		}
+	}
+}
+
+// ownsAll reports whether m's writes take the no-capture paths with a
+// capture live.
+func (m *Map[K, V]) ownsAll() bool {
+	return m.owner.high.Load() != 0 && m.copiedAll()
+}
