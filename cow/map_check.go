@@ -40,7 +40,7 @@ func (m *Map[K, V]) checkOwnsAll(high uint64) error {
 	if high == 0 || !m.copiedAll() {
 		return nil
 	}
-	if _, shared := sharedLeaves(&m.root, high, m.root.isLeaf() && m.rootEpoch <= high); shared > 0 {
+	if _, shared := m.sharedLeaves(high); shared > 0 {
 		return fmt.Errorf("%w: writes take the no-capture paths, but %d leaves are shared with a capture", ErrInvariant, shared)
 	}
 	return spentBounds(&m.root, 0)

@@ -99,7 +99,7 @@ func (m *Map[K, V]) countFrom() {
 // map's writes to the no-capture paths and reports true, else it sets
 // the count down from there. O(branches).
 func (m *Map[K, V]) checkOwnedAll(high uint64) bool {
-	leaves, shared := sharedLeaves(&m.root, high, m.root.isLeaf() && m.rootEpoch <= high)
+	leaves, shared := m.sharedLeaves(high)
 	m.owned.leaves = leaves
 	if shared > 0 {
 		m.owned.left = shared
@@ -108,6 +108,12 @@ func (m *Map[K, V]) checkOwnedAll(high uint64) bool {
 	spendBounds(&m.root)
 	m.owned.left = -1
 	return true
+}
+
+// sharedLeaves returns how many leaves the live tree has and how many of
+// them a write would copy first, with a capture live at high.
+func (m *Map[K, V]) sharedLeaves(high uint64) (leaves, shared int) {
+	return sharedLeaves(&m.root, high, m.root.isLeaf() && m.rootEpoch <= high)
 }
 
 // sharedLeaves returns how many leaves lie under s and how many of them
