@@ -281,7 +281,7 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 	}
 	ents := s.ents()
 	writable = writable && ents != nil
-	i, found := findEntry(ents, h, k, depth)
+	i, found := findEntry(s, h, k, depth)
 	if found {
 		if m.sameValue(&ents[i].val, &v) {
 			return *s, unchanged, false, rebuilt
@@ -291,7 +291,7 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 			m.retireLeaf(*s)
 		}
 		ents[i].val = v
-		return leafSlot(ents), updated, true, editAt(i, len(ents))
+		return s.withEntries(ents), updated, true, editAt(i, len(ents))
 	}
 	if keep != nil {
 		k = keep(k)
@@ -317,7 +317,7 @@ func (m *Map[K, V]) set(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 	}
 	copy(ents[i+1:], ents[i:n])
 	ents[i] = e
-	return leafSlot(ents), inserted, true, editAt(i, n+1)
+	return s.inserted(ents, h, depth), inserted, true, editAt(i, n+1)
 }
 
 // setKid stores kid in slot i of a writable branch, records whether the
@@ -378,7 +378,7 @@ func (m *Map[K, V]) del(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 					ents = append(ents, b.kids[j].ents()...)
 				}
 			}
-			return leafSlot(ents), old, true, true, rebuilt
+			return leafSlot(ents, depth), old, true, true, rebuilt
 		}
 		b = m.ownBranch(b)
 		b.setKid(i, kid, kidFresh, kidEdit)
@@ -386,7 +386,7 @@ func (m *Map[K, V]) del(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 		return branchSlot(b), old, true, false, rebuilt
 	}
 	ents := s.ents()
-	i, found := findEntry(ents, h, k, depth)
+	i, found := findEntry(s, h, k, depth)
 	if !found {
 		return *s, old, false, false, rebuilt
 	}
@@ -401,11 +401,11 @@ func (m *Map[K, V]) del(s *mapSlot[K, V], writable bool, depth int, h uint64, k 
 		rest := m.newLeaf(ents[:i], n-1, n-1)
 		copy(rest[i:], ents[i+1:])
 		m.retireLeaf(*s)
-		return leafSlot(rest), old, true, true, edit
+		return s.deleted(rest, h, depth), old, true, true, edit
 	}
 	copy(ents[i:], ents[i+1:])
 	ents[n-1] = mapEntry[K, V]{} // let the collector have what it held
-	return leafSlot(ents[:n-1]), old, true, true, edit
+	return s.deleted(ents[:n-1], h, depth), old, true, true, edit
 }
 
 // ownBranch returns b if the writer may mutate it, else a copy stamped with

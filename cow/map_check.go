@@ -87,9 +87,7 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64, shar
 		if sharedAbove && !shared {
 			return fmt.Errorf("%w: writable branch at depth %d under a branch shared with a capture", ErrInvariant, depth)
 		}
-		if s.c != 0 {
-			return fmt.Errorf("%w: branch slot at depth %d has a leaf capacity", ErrInvariant, depth)
-		}
+
 		if err := c.epoch(b.epoch, depth); err != nil {
 			return err
 		}
@@ -118,15 +116,18 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64, shar
 		return nil
 	}
 	if s.p == nil {
-		if s.n != 0 || s.c != 0 {
-			return fmt.Errorf("%w: empty slot at depth %d has length %d, capacity %d", ErrInvariant, depth, s.n, s.c)
+		if s.meta != 0 {
+			return fmt.Errorf("%w: empty slot at depth %d has meta %#x", ErrInvariant, depth, uint64(s.meta))
 		}
 		return nil
 	}
-	if s.n <= 0 || s.n > s.c {
-		return fmt.Errorf("%w: leaf at depth %d has %d entries, capacity %d", ErrInvariant, depth, s.n, s.c)
+	if !s.isLeaf() || s.len() <= 0 || s.len() > s.capacity() {
+		return fmt.Errorf("%w: leaf at depth %d has %d entries, capacity %d (meta %#x)", ErrInvariant, depth, s.len(), s.capacity(), uint64(s.meta))
 	}
 	ents := s.ents()
+	if want := leafSlot(ents, depth).meta; s.meta != want {
+		return fmt.Errorf("%w: leaf at depth %d of %d entries has meta %#x, its entries make %#x (the starts of its eighths)", ErrInvariant, depth, len(ents), uint64(s.meta), uint64(want))
+	}
 	if len(ents) > mapLeafMax && depth < mapDepths {
 		return fmt.Errorf("%w: leaf at depth %d has %d entries, more than %d", ErrInvariant, depth, len(ents), mapLeafMax)
 	}

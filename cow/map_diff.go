@@ -77,7 +77,7 @@ func (d *mapDiff[K, V]) slots(a, b *mapSlot[K, V], depth int) bool {
 	if a.same(b) {
 		return true
 	}
-	if a.n != branchMark || b.n != branchMark {
+	if a.meta != metaBranch || b.meta != metaBranch {
 		d.visited++
 		return d.leaf(a, b)
 	}
@@ -90,7 +90,7 @@ func (d *mapDiff[K, V]) slots(a, b *mapSlot[K, V], depth int) bool {
 // leaf diffs a pair of slots of which at least one is not a branch.
 func (d *mapDiff[K, V]) leaf(a, b *mapSlot[K, V]) bool {
 	d.check()
-	if a.n != branchMark && b.n != branchMark {
+	if a.meta != metaBranch && b.meta != metaBranch {
 		return d.entries(a.ents(), b.ents())
 	}
 	// A leaf against a branch: the key set crossed mapLeafMax between the
@@ -122,14 +122,14 @@ const (
 // check() has confirmed that both snapshots are still live.
 type diffSlot struct {
 	p    uintptr
-	n, c int32
+	meta slotMeta
 }
 
 // diffPair is the slots of one position in the two tries.
 type diffPair struct{ a, b diffSlot }
 
 // branches reports whether both slots hold a branch.
-func (p diffPair) branches() bool { return p.a.n == branchMark && p.b.n == branchMark }
+func (p diffPair) branches() bool { return p.a.meta == metaBranch && p.b.meta == metaBranch }
 
 func rawSlot[K comparable, V any](s *mapSlot[K, V]) diffSlot {
 	return *(*diffSlot)(unsafe.Pointer(s))
@@ -181,7 +181,7 @@ func (d *mapDiff[K, V]) walk(bufs *diffBufs, items []diffPair, level int) bool {
 					continue
 				}
 				kid := diffPair{rawSlot(&ba.kids[k]), rawSlot(&bb.kids[k])}
-				if copied != nil && kid.a.n > 0 && kid.b.n > 0 && !narrowLeaves[K, V](&kid, copied.sameAt(k)) {
+				if copied != nil && slotOf[K, V](&kid.a).isLeaf() && slotOf[K, V](&kid.b).isLeaf() && !narrowLeaves[K, V](&kid, copied.sameAt(k)) {
 					continue
 				}
 				next = append(next, kid)
@@ -240,16 +240,18 @@ func candidates[K comparable, V any](a, b *mapBranch[K, V]) (uint32, *mapBranch[
 // entries is most of the cache lines a change costs. It reports whether
 // anything is left to compare.
 func narrowLeaves[K comparable, V any](p *diffPair, s leafSame) bool {
-	n := min(p.a.n, p.b.n)
-	pre := min(int32(s.prefix), n)
-	suf := min(int32(s.suffix), n-pre)
+	n := min(slotOf[K, V](&p.a).len(), slotOf[K, V](&p.b).len())
+	pre := min(int(s.prefix), n)
+	suf := min(int(s.suffix), n-pre)
 	size := unsafe.Sizeof(mapEntry[K, V]{})
 	for _, x := range [2]*diffSlot{&p.a, &p.b} {
+		// A view of the middle of the leaf, without its starts: the diff
+		// reads its entries in order and searches none.
+		left := slotOf[K, V](x).len() - pre - suf
 		x.p += uintptr(pre) * size
-		x.n -= pre + suf
-		x.c = x.n
+		x.meta = rawLeafSlot[K, V](nil, left, left).meta
 	}
-	return p.a.n > 0 || p.b.n > 0
+	return slotOf[K, V](&p.a).isLeaf() || slotOf[K, V](&p.b).isLeaf()
 }
 
 // touchSink keeps the loads of the touches from being optimized away.
@@ -274,10 +276,11 @@ func touchBranch[K comparable, V any](p uintptr) uint64 {
 // touchLeaf loads a word of every cache line of the entries of the leaf s
 // (nothing for a branch or an empty slot).
 func touchLeaf[K comparable, V any](s *diffSlot) uint64 {
-	if s.n <= 0 {
+	leaf := slotOf[K, V](s)
+	if !leaf.isLeaf() {
 		return 0
 	}
-	return touchLines(s.p, uintptr(s.n)*unsafe.Sizeof(mapEntry[K, V]{}))
+	return touchLines(s.p, uintptr(leaf.len())*unsafe.Sizeof(mapEntry[K, V]{}))
 }
 
 // touchLines loads a word of every cache line of the size bytes at p (a

@@ -54,7 +54,7 @@ func pairsDiffering[K comparable, V any](a, b *mapSlot[K, V]) (pairs, equalLeave
 	}
 	ba, bb := a.branch(), b.branch()
 	if ba == nil || bb == nil {
-		if a.n > 0 && b.n > 0 && entryWordsEqual(a.ents(), b.ents()) {
+		if a.isLeaf() && b.isLeaf() && entryWordsEqual(a.ents(), b.ents()) {
 			return 1, 1
 		}
 		return 1, 0

@@ -74,13 +74,13 @@ func (m *Map[K, V]) passedEntry(h uint64, k K, high uint64) *mapEntry[K, V] {
 	s := &m.root
 	rest := h
 	depth := 0
-	for s.n == branchMark {
+	for s.meta == metaBranch {
 		b := (*mapBranch[K, V])(s.p)
 		s = &b.kids[rest>>(64-mapBits)]
 		rest <<= mapBits
 		depth++
 	}
-	if s.n <= 0 || !m.passedLeaf(h, depth, high) {
+	if !s.isLeaf() || !m.passedLeaf(h, depth, high) {
 		return nil
 	}
 	if _, e, _, ok := seekLeaf(s, h, rest, k); ok {

@@ -186,7 +186,7 @@ func leafRanges[K comparable, V any](s *mapSlot[K, V], depth int, prefix uint64,
 		}
 		return
 	}
-	if s.n > 0 {
+	if s.isLeaf() {
 		into[s.p] = prefix | ^uint64(0)>>(mapBits*depth)
 	}
 }

@@ -111,7 +111,7 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 	rest := h // the bits below the current node's prefix, at the top
 	var parent *mapBranch[K, V]
 	slot, depth := 0, 0
-	for s.n == branchMark {
+	for s.meta == metaBranch {
 		parent = (*mapBranch[K, V])(s.p)
 		slot = int(rest >> (64 - mapBits))
 		s = &parent.kids[slot]
@@ -127,19 +127,19 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 	var e *mapEntry[K, V]
 	var i uintptr
 	ok := false
-	if s.n > 0 {
+	if s.isLeaf() {
 		old, e, i, ok = seekLeaf(s, h, rest, k)
 	}
 	if !ok {
 		m.SetHashed(h, k, f(old, false), keep)
 		return
 	}
-	n := int(s.n)
+	n := s.len()
 	if !writable || parent != nil && parent.owned&(1<<slot) == 0 {
 		if !m.passedLeaf(h, depth, high) {
 			p := Place[K, V]{writes: m.owner.writes, epoch: m.owner.epoch}
 			if writable {
-				p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), s.n
+				p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), int32(n)
 				p.copyLeaf = true // parent != nil: the root leaf is owned when writable
 			} else {
 				p.shared = true
@@ -174,7 +174,7 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 // enough to inline.
 func (m *Map[K, V]) leafSlot(h uint64) (s *mapSlot[K, V], parent *mapBranch[K, V], slot int, rest uint64) {
 	s, rest = &m.root, h
-	for s.n == branchMark {
+	for s.meta == metaBranch {
 		parent = (*mapBranch[K, V])(s.p)
 		slot = int(rest >> (64 - mapBits))
 		s = &parent.kids[slot]
@@ -201,7 +201,7 @@ func (m *Map[K, V]) findLive(h uint64, k K, high uint64, placeOnly bool) (V, Pla
 	if !writable && placeOnly {
 		return zero, p, false
 	}
-	if s.n <= 0 {
+	if !s.isLeaf() {
 		return zero, p, false
 	}
 	v, e, i, ok := seekLeaf(s, h, rest, k)
@@ -211,7 +211,7 @@ func (m *Map[K, V]) findLive(h uint64, k K, high uint64, placeOnly bool) (V, Pla
 	if writable {
 		// A kid branch's own epoch said whether it was writable;
 		// owned bits are kept for leaves only.
-		p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), s.n
+		p.e, p.parent, p.slot, p.i, p.n = e, parent, int32(slot), int32(i), int32(s.len())
 		p.copyLeaf = parent != nil && parent.owned&(1<<slot) == 0
 		p.rootLeaf = parent == nil
 	} else {
@@ -273,7 +273,7 @@ func (m *Map[K, V]) storeAt(p *Place[K, V], v V) {
 		i, n := int(p.i), int(p.n)
 		ents := m.newLeaf(unsafe.Slice((*mapEntry[K, V])(old.p), n), n, n)
 		ents[i].val = v
-		parent.setKid(slot, leafSlot(ents), true, editAt(i, n))
+		parent.setKid(slot, old.withEntries(ents), true, editAt(i, n))
 		m.retireLeaf(old)
 	case p.parent != nil:
 		e.val = v
@@ -336,7 +336,7 @@ func (m *Map[K, V]) getForSetLive(h uint64, k K, high uint64) (V, bool) {
 		return m.GetForSet(h, k) // every node is the writer's now
 	}
 	s, parent, slot, rest := m.leafSlot(h)
-	n := s.n
+	n := int32(s.len())
 	v, e, i, ok := seekLeaf(s, h, rest, k)
 	r := &m.recent
 	if !ok {

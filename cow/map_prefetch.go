@@ -56,13 +56,19 @@ func (m *Map[K, V]) Prefetch(hashes []uint64) {
 // is asked for.
 func (m *Map[K, V]) touchPath(h uint64, high uint64) {
 	s, parent, slot, rest := m.leafSlot(h)
-	if s.n <= 0 {
+	if !s.isLeaf() {
 		return
 	}
-	n := uintptr(s.n)
+	n := uintptr(s.len())
 	size := unsafe.Sizeof(mapEntry[K, V]{})
 	if high != 0 && parent != nil && (parent.epoch <= high || parent.owned&(1<<uint(slot)) == 0) {
 		prefetch.Range(s.p, n*size)
+		return
+	}
+	if meta := s.meta; meta&metaStarts != 0 {
+		lo := uintptr(meta >> (metaStartShift + startBits*eighth(rest)) & startMask)
+		lo = min(lo, n-min(n, startWindow)) // within the leaf
+		prefetch.Range(unsafe.Pointer(leafAt[K, V](s.p, lo)), min(n-lo, startWindow)*size)
 		return
 	}
 	i := uintptr((rest >> 32) * uint64(n) >> 32)

@@ -204,21 +204,22 @@ func (r *leafReuse[K, V]) mayKeep(nb, have, budget, size int) bool {
 // retireLeaf records that the leaf of slot s left the live tree now: a
 // write copied it, since a capture may share it.
 func (m *Map[K, V]) retireLeaf(s mapSlot[K, V]) {
-	if s.n <= 0 {
+	if !s.isLeaf() {
 		return
 	}
 	m.copiedLeaf()
 	r, o := &m.reuse, m.owner
-	if s.c >= reuseLeafCaps || r.off || r.inRun(uintptr(s.p)) {
+	c := s.capacity()
+	if c >= reuseLeafCaps || r.off || r.inRun(uintptr(s.p)) {
 		return
 	}
-	nb := int(s.c) * int(unsafe.Sizeof(mapEntry[K, V]{}))
+	nb := c * int(unsafe.Sizeof(mapEntry[K, V]{}))
 	if !r.mayKeep(nb, o.waitingBytes, waitingBudget, m.len) {
 		return
 	}
 	o.waitingBytes += nb
 	r.waitingB += nb
-	r.waiting = append(r.waiting, retiredLeaf{s.p, s.c, o.epoch})
+	r.waiting = append(r.waiting, retiredLeaf{s.p, int32(c), o.epoch})
 }
 
 // promote moves up to reusePromoteMax of the retired leaves no live

@@ -97,8 +97,8 @@ func touchLeaves[K comparable, V any](b *mapBranch[K, V], prefix uint64, shift i
 	var sink uint64
 	for i := range b.kids {
 		p := prefix | uint64(i)<<shift
-		if k := &b.kids[i]; k.n > 0 && p|(uint64(1)<<shift-1) >= lo && p <= hi {
-			sink += touchLines(uintptr(k.p), uintptr(k.n)*unsafe.Sizeof(mapEntry[K, V]{}))
+		if k := &b.kids[i]; k.isLeaf() && p|(uint64(1)<<shift-1) >= lo && p <= hi {
+			sink += touchLines(uintptr(k.p), uintptr(k.len())*unsafe.Sizeof(mapEntry[K, V]{}))
 		}
 	}
 	keep(sink)

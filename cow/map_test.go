@@ -616,45 +616,63 @@ func TestMap_Scan(t *testing.T) {
 }
 
 // seekLeaf, for a key the leaf does not hold, finds the first entry of hash
-// >= h in any sorted leaf, whatever the guess's error: leaves of every
-// length up to past mapLeafMax, hashes spread, bunched and repeated,
-// targets below, between, on and above them; for a key it holds, that
-// entry, wherever it is among the entries of its hash.
+// >= h in any sorted leaf at any depth, whatever the guess's error: leaves
+// of every length up to past mapLeafMax, hashes spread, bunched and
+// repeated below the leaf's prefix, targets below, between, on and above
+// them; for a key it holds, that entry, wherever it is among the entries
+// of its hash. Each leaf is searched with its slot's starts (leafSlot, up
+// to leafStartsMaxLen entries) and without them (rawLeafSlot, the
+// interpolated window). Lengths past 127 take the wide slot's fields
+// (lenCap), whose length shares no bit with the starts' flag.
 func TestSeekLeaf_AgreesWithScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	lengths := []int{127, 128, 129, 255, 256, 300}
 	for n := 1; n <= 2*mapLeafMax; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, n := range lengths {
 		for range 200 {
+			depth := rng.IntN(5)
+			below := ^uint64(0) >> (mapBits * depth) // the bits under the leaf's prefix
 			ents := make([]mapEntry[int, int], n)
 			spread := []uint64{math.MaxUint64, 1 << 20, 4}[rng.IntN(3)]
 			base := rng.Uint64()
+			prefix := base &^ below
 			for i := range ents {
-				ents[i].hash = base + rng.Uint64N(spread)
+				ents[i].hash = prefix | (base+rng.Uint64N(spread))&below
 			}
 			slices.SortFunc(ents, func(a, b mapEntry[int, int]) int { return cmp.Compare(a.hash, b.hash) })
+			slots := []mapSlot[int, int]{rawLeafSlot[int, int](unsafe.Pointer(unsafe.SliceData(ents)), n, n)}
+			if started := leafSlot(ents, depth); started.meta&metaStarts != 0 {
+				slots = append(slots, started)
+			} else if n <= leafStartsMaxLen {
+				t.Fatalf("leaf of %d entries: no starts", n)
+			}
 			for range 20 {
 				h := ents[rng.IntN(n)].hash + uint64(rng.IntN(3)) - 1
 				if rng.IntN(8) == 0 {
 					h = rng.Uint64()
 				}
-				want := 0
-				for want < n && ents[want].hash < h {
-					want++
-				}
-				leaf := mapSlot[int, int]{p: unsafe.Pointer(unsafe.SliceData(ents)), n: int32(n), c: int32(n)}
-				depth := rng.IntN(4)
-				if _, _, got, ok := seekLeaf(&leaf, h, h<<(mapBits*depth), -1); ok || int(got) != want {
-					t.Fatalf("leaf of %d, hash %x, absent key: seekLeaf = %d, %v, want %d, false", n, h, got, ok, want)
-				}
-				for want < n && ents[want].hash == h && rng.IntN(2) == 0 {
-					want++
-				}
-				if want < n && ents[want].hash == h {
-					ents[want].key, ents[want].val = 1, 7
-					v, e, got, ok := seekLeaf(&leaf, h, h<<(mapBits*depth), 1)
-					if !ok || int(got) != want || e != &ents[want] || v != 7 {
-						t.Fatalf("leaf of %d, hash %x, key at %d: seekLeaf = %d, %v, value %d", n, h, want, got, ok, v)
+				h = prefix | h&below // a hash the walk leads to this leaf
+				for _, leaf := range slots {
+					want := 0
+					for want < n && ents[want].hash < h {
+						want++
 					}
-					ents[want].key, ents[want].val = 0, 0
+					if _, _, got, ok := seekLeaf(&leaf, h, h<<(mapBits*depth), -1); ok || int(got) != want {
+						t.Fatalf("leaf of %d at depth %d (meta %#x), hash %x, absent key: seekLeaf = %d, %v, want %d, false", n, depth, uint64(leaf.meta), h, got, ok, want)
+					}
+					for want < n && ents[want].hash == h && rng.IntN(2) == 0 {
+						want++
+					}
+					if want < n && ents[want].hash == h {
+						ents[want].key, ents[want].val = 1, 7
+						v, e, got, ok := seekLeaf(&leaf, h, h<<(mapBits*depth), 1)
+						if !ok || int(got) != want || e != &ents[want] || v != 7 {
+							t.Fatalf("leaf of %d at depth %d (meta %#x), hash %x, key at %d: seekLeaf = %d, %v, value %d", n, depth, uint64(leaf.meta), h, want, got, ok, v)
+						}
+						ents[want].key, ents[want].val = 0, 0
+					}
 				}
 			}
 		}

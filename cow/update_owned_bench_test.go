@@ -124,7 +124,7 @@ func mix64(x uint64) uint64 {
 // under it to each leaf would: afterwards every present key's update
 // takes the owned path. Writer goroutine only; a benchmark's helper.
 func (m *Map[K, V]) ownAll() {
-	if m.root.n != branchMark {
+	if m.root.meta != metaBranch {
 		return
 	}
 	m.owner.beginWrite()
@@ -138,19 +138,19 @@ func (m *Map[K, V]) ownSubtree(b *mapBranch[K, V]) *mapBranch[K, V] {
 	b = m.ownBranch(b)
 	for i := range b.kids {
 		kid := b.kids[i]
-		if kid.n == branchMark {
+		if kid.meta == metaBranch {
 			old := (*mapBranch[K, V])(kid.p)
 			if nb := m.ownSubtree(old); nb != old {
 				b.setKid(i, branchSlot(nb), false, rebuilt)
 			}
 			continue
 		}
-		if kid.n <= 0 || b.owned&(1<<i) != 0 {
+		if !kid.isLeaf() || b.owned&(1<<i) != 0 {
 			continue
 		}
-		ents := m.newLeaf(kid.ents(), int(kid.n), int(kid.n))
+		ents := m.newLeaf(kid.ents(), kid.len(), kid.len())
 		m.retireLeaf(kid)
-		b.setKid(i, leafSlot(ents), true, rebuilt)
+		b.setKid(i, kid.withEntries(ents), true, rebuilt)
 	}
 	return b
 }
