@@ -353,6 +353,11 @@ func (s *mapSlot[K, V]) branch() *mapBranch[K, V] {
 	return (*mapBranch[K, V])(s.p)
 }
 
+// isBranch reports whether the slot holds a branch: the sign of its meta,
+// a test and a jump where a compare with metaBranch needs the constant
+// loaded first, at each level of a walk.
+func (s *mapSlot[K, V]) isBranch() bool { return int64(s.meta) < 0 }
+
 // isLeaf reports whether the slot holds a leaf.
 func (s *mapSlot[K, V]) isLeaf() bool { return int64(s.meta) > 0 }
 
@@ -440,7 +445,7 @@ func leafAt[K comparable, V any](p unsafe.Pointer, i uintptr) *mapEntry[K, V] {
 // overflow the CPU's reorder window cannot start its cache miss while
 // the event before it waits on its own (decision 0041).
 func seekLeaf[K comparable, V any](s *mapSlot[K, V], h, rest uint64, k K) (V, *mapEntry[K, V], uintptr, bool) {
-	for s.meta == metaBranch {
+	for s.isBranch() {
 		s = &(*mapBranch[K, V])(s.p).kids[rest>>(64-mapBits)]
 		rest <<= mapBits
 	}

@@ -74,7 +74,7 @@ func (m *Map[K, V]) passedEntry(h uint64, k K, high uint64) *mapEntry[K, V] {
 	s := &m.root
 	rest := h
 	depth := 0
-	for s.meta == metaBranch {
+	for s.isBranch() {
 		b := (*mapBranch[K, V])(s.p)
 		s = &b.kids[rest>>(64-mapBits)]
 		rest <<= mapBits

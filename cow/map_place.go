@@ -111,7 +111,7 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 	rest := h // the bits below the current node's prefix, at the top
 	var parent *mapBranch[K, V]
 	slot, depth := 0, 0
-	for s.meta == metaBranch {
+	for s.isBranch() {
 		parent = (*mapBranch[K, V])(s.p)
 		slot = int(rest >> (64 - mapBits))
 		s = &parent.kids[slot]
@@ -174,7 +174,7 @@ func (m *Map[K, V]) updateLive(h uint64, k K, high uint64, f func(old V, present
 // enough to inline.
 func (m *Map[K, V]) leafSlot(h uint64) (s *mapSlot[K, V], parent *mapBranch[K, V], slot int, rest uint64) {
 	s, rest = &m.root, h
-	for s.meta == metaBranch {
+	for s.isBranch() {
 		parent = (*mapBranch[K, V])(s.p)
 		slot = int(rest >> (64 - mapBits))
 		s = &parent.kids[slot]
