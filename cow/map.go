@@ -15,9 +15,9 @@ import (
 // those of the snapshots it hands out belong to the owner's single writer
 // goroutine.
 //
-// Costs, for n entries: Get, Set and Delete are O(log32 n) node visits plus an
-// interpolated search of one leaf of at most mapLeafMax entries (seekLeaf:
-// one or two cache lines); with no live
+// Costs, for n entries: Get, Set and Delete are O(log32 n) node visits plus a
+// search of a few entries of one leaf of at most mapLeafMax entries, where
+// its slot says they start (seekLeaf: usually one cache line); with no live
 // capture they allocate only when a leaf grows. With a live capture the first
 // write to a leaf in an epoch copies the leaf and its path (O(mapLeafMax +
 // depth*mapFanout) words); later writes to it in the same epoch are in place.

@@ -29,10 +29,11 @@ type mapEntry[K comparable, V any] struct {
 
 // mapSlot is one subtree: a branch, a leaf, or nothing (p == nil). A leaf
 // is a single array of entries sorted by hash, held directly by the slot
-// that points to it (p, n entries, capacity c): one heap object per leaf, a
-// lookup goes from the parent's slot straight to the entry it interpolates,
-// and a slot is two words, so a branch stays small enough to copy cheaply.
-// A branch slot has n == branchMark.
+// that points to it (p, and in meta its n entries, capacity c and the
+// starts of its eighths): one heap object per leaf, a lookup goes from the
+// parent's slot straight to the few entries the slot says to compare, and
+// a slot is two words, so a branch stays small enough to copy cheaply. A
+// branch slot has meta == metaBranch.
 //
 // # Canonical shape
 //
@@ -424,7 +425,11 @@ func leafAt[K comparable, V any](p unsafe.Pointer, i uintptr) *mapEntry[K, V] {
 // (callgrind, BenchmarkGet at size=10000; decision 0058), which lets the next lookups'
 // misses start sooner at 1M entries (see the last paragraph).
 //
-// The hashes of a leaf at depth share their first mapBits*depth bits and are
+// In a leaf whose slot holds the starts of its eighths (slotMeta: every
+// leaf of up to 63 entries), the search counts the hashes below h among
+// the startWindow entries from the start of h's eighth, with no branch on
+// the outcome, and scans on only if all are below. Without them:
+// the hashes of a leaf at depth share their first mapBits*depth bits and are
 // spread uniformly below, so the position is interpolated from the remaining
 // bits (the error of the guess grows as the square root of the leaf size,
 // about three entries at 30). In a leaf of leafWindow entries or more, the

@@ -9,8 +9,8 @@ import (
 // Prefetch brings into the CPU's cache what a lookup or update of each of
 // hashes will read: the branch slots on the way to its leaf (with a
 // capture live, also the header of the leaf's parent, which a write
-// reads) and the lines of the leaf around the entry's interpolated place,
-// or with a capture live all of a leaf that a write would copy.
+// reads) and the lines of the leaf a search of the entry compares, or
+// with a capture live all of a leaf that a write would copy.
 // It is a hint and nothing more: it writes nothing and keeps nothing, so
 // a write between a Prefetch and the operations it prepares costs only
 // the lines that then miss again.
@@ -47,9 +47,11 @@ func (m *Map[K, V]) Prefetch(hashes []uint64) {
 
 // touchPath loads the branch slots seekLeaf's walk reads for hash h (each
 // load gives the next address, so none is dead). Of the leaf it
-// prefetches, without waiting, every line of the window seekLeaf
-// compares in a leaf of leafWindowMin entries or more, and in a shorter
-// one the line of the interpolated entry, where the scan starts. With a
+// prefetches, without waiting, the entries seekLeaf compares: the
+// startWindow from the start of the hash's eighth in a leaf whose slot
+// holds the starts; in one without, the window in a leaf of
+// leafWindowMin entries or more, and in a shorter one the line of the
+// interpolated entry, where the scan starts. With a
 // capture live (high, not 0) it also reads the header of the leaf's
 // parent, which a write reads (getForSetLive): if the parent is shared
 // or does not own the leaf, a write copies the leaf whole, and all of it
