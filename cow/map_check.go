@@ -87,7 +87,6 @@ func (c *mapChecker[K, V]) slot(s *mapSlot[K, V], depth int, prefix uint64, shar
 		if sharedAbove && !shared {
 			return fmt.Errorf("%w: writable branch at depth %d under a branch shared with a capture", ErrInvariant, depth)
 		}
-
 		if err := c.epoch(b.epoch, depth); err != nil {
 			return err
 		}
