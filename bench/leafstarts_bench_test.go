@@ -114,6 +114,12 @@ func (s *sortedLeaves) getWindow(h, k uint64) (uint64, bool) {
 			i--
 		}
 	}
+	return findEqual(p, i, n, h, k)
+}
+
+// findEqual looks for k among the entries of hash h from i, the first
+// entry of the n at p with a hash >= h.
+func findEqual(p unsafe.Pointer, i, n uintptr, h, k uint64) (uint64, bool) {
 	for ; i < n; i++ {
 		if e := entryAt(p, i); e.hash != h {
 			break
@@ -182,14 +188,7 @@ func (l *startsLeaves) get(h, k uint64) (uint64, bool) {
 		for ; i < n && entryAt(p, i).hash < h; i++ {
 		}
 	}
-	for ; i < n; i++ {
-		if e := entryAt(p, i); e.hash != h {
-			break
-		} else if e.key == k {
-			return e.val, true
-		}
-	}
-	return 0, false
+	return findEqual(p, i, n, h, k)
 }
 
 type startsLookup struct{ l *startsLeaves }

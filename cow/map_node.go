@@ -454,14 +454,16 @@ func seekLeaf[K comparable, V any](s *mapSlot[K, V], h, rest uint64, k K) (V, *m
 		s = &(*mapBranch[K, V])(s.p).kids[rest>>(64-mapBits)]
 		rest <<= mapBits
 	}
+	var p unsafe.Pointer
+	var n, i uintptr // i: the first entry with a hash >= h
 	if meta := s.meta; meta&metaStarts != 0 {
 		// The entries of h's eighth start at lo: every entry before lo
 		// has a smaller hash. Count those below h among startWindow
 		// entries from lo (or the leaf's last ones, all below h up to lo)
 		// with no branch; only a count of all scans on.
-		p, n := s.p, uintptr(meta>>metaLenShift&startMask)
+		p, n = s.p, uintptr(meta>>metaLenShift&startMask)
 		lo := uintptr(meta >> (metaStartShift + startBits*eighth(rest)) & startMask)
-		i := lo
+		i = lo
 		if n >= startWindow {
 			j := min(lo, n-startWindow)
 			w := unsafe.Pointer(leafAt[K, V](p, j))
@@ -479,58 +481,48 @@ func seekLeaf[K comparable, V any](s *mapSlot[K, V], h, rest uint64, k K) (V, *m
 			for ; i < n && leafAt[K, V](p, i).hash < h; i++ {
 			}
 		}
-		for j := i; j < n; j++ {
-			e := leafAt[K, V](p, j)
-			if e.hash != h {
-				break
-			}
-			if e.key == k {
-				return e.val, e, j, true
-			}
+	} else {
+		if meta == 0 {
+			var zero V
+			return zero, nil, 0, false
 		}
-		var zero V
-		return zero, nil, i, false
-	}
-	if s.meta == 0 {
-		var zero V
-		return zero, nil, 0, false
-	}
-	p, n := s.p, uintptr(s.len())
-	i := uintptr((rest >> 32) * uint64(n) >> 32)
-	if n >= leafWindowMin {
-		j := min(i-min(i, leafWindow/2), n-leafWindow)
-		// Count the window's hashes below h with no branch, each one load
-		// at a constant offset from the window's first entry w. Written
-		// out: a loop's compares measured 8% slower (BenchmarkJob), and
-		// as a function of its own, with hashes addressed by index from
-		// p, the walk, search and window took 161 instructions a lookup
-		// against 127 here (instructions counted by callgrind at 1K keys,
-		// decision 0041).
-		w := unsafe.Pointer(leafAt[K, V](p, j))
-		_, c0 := bits.Sub64(leafAt[K, V](w, 0).hash, h, 0)
-		_, c1 := bits.Sub64(leafAt[K, V](w, 1).hash, h, 0)
-		_, c2 := bits.Sub64(leafAt[K, V](w, 2).hash, h, 0)
-		_, c3 := bits.Sub64(leafAt[K, V](w, 3).hash, h, 0)
-		_, c4 := bits.Sub64(leafAt[K, V](w, 4).hash, h, 0)
-		_, c5 := bits.Sub64(leafAt[K, V](w, 5).hash, h, 0)
-		_, c6 := bits.Sub64(leafAt[K, V](w, 6).hash, h, 0)
-		_, c7 := bits.Sub64(leafAt[K, V](w, 7).hash, h, 0)
-		c := uintptr(c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7)
-		i = j + c
-		if c == 0 {
+		p, n = s.p, uintptr(s.len())
+		i = uintptr((rest >> 32) * uint64(n) >> 32)
+		if n >= leafWindowMin {
+			j := min(i-min(i, leafWindow/2), n-leafWindow)
+			// Count the window's hashes below h with no branch, each one
+			// load at a constant offset from the window's first entry w.
+			// Written out: a loop's compares measured 8% slower
+			// (BenchmarkJob), and as a function of its own, with hashes
+			// addressed by index from p, the walk, search and window took
+			// 161 instructions a lookup against 127 here (instructions
+			// counted by callgrind at 1K keys, decision 0041).
+			w := unsafe.Pointer(leafAt[K, V](p, j))
+			_, c0 := bits.Sub64(leafAt[K, V](w, 0).hash, h, 0)
+			_, c1 := bits.Sub64(leafAt[K, V](w, 1).hash, h, 0)
+			_, c2 := bits.Sub64(leafAt[K, V](w, 2).hash, h, 0)
+			_, c3 := bits.Sub64(leafAt[K, V](w, 3).hash, h, 0)
+			_, c4 := bits.Sub64(leafAt[K, V](w, 4).hash, h, 0)
+			_, c5 := bits.Sub64(leafAt[K, V](w, 5).hash, h, 0)
+			_, c6 := bits.Sub64(leafAt[K, V](w, 6).hash, h, 0)
+			_, c7 := bits.Sub64(leafAt[K, V](w, 7).hash, h, 0)
+			c := uintptr(c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7)
+			i = j + c
+			if c == 0 {
+				for i > 0 && leafAt[K, V](p, i-1).hash >= h {
+					i--
+				}
+			} else if c == leafWindow {
+				for ; i < n && leafAt[K, V](p, i).hash < h; i++ {
+				}
+			}
+		} else if leafAt[K, V](p, i).hash < h {
+			for i++; i < n && leafAt[K, V](p, i).hash < h; i++ {
+			}
+		} else {
 			for i > 0 && leafAt[K, V](p, i-1).hash >= h {
 				i--
 			}
-		} else if c == leafWindow {
-			for ; i < n && leafAt[K, V](p, i).hash < h; i++ {
-			}
-		}
-	} else if leafAt[K, V](p, i).hash < h {
-		for i++; i < n && leafAt[K, V](p, i).hash < h; i++ {
-		}
-	} else {
-		for i > 0 && leafAt[K, V](p, i-1).hash >= h {
-			i--
 		}
 	}
 	for j := i; j < n; j++ {
