@@ -135,16 +135,7 @@ func benchLeafLayouts(b *testing.B, n int, leafBits uint, all bool) {
 			continue
 		}
 		b.Run(c.name, func(b *testing.B) {
-			i := 0
-			for b.Loop() {
-				p := present[i&(len(present)-1)]
-				v, ok := c.l.get(p.key)
-				if !ok || v != p.val {
-					b.Fatalf("key %#x: got %d, %v, want %d", p.key, v, ok, p.val)
-				}
-				sink += int64(v)
-				i++
-			}
+			lookUp(b, c.l, present)
 			b.ReportMetric(float64(c.bytes)/float64(c.held), "B/entry")
 			if lc, ok := c.l.(lineCounter); ok {
 				lines := 0
@@ -154,6 +145,21 @@ func benchLeafLayouts(b *testing.B, n int, leafBits uint, all bool) {
 				b.ReportMetric(float64(lines)/(1<<16), "lines/lookup")
 			}
 		})
+	}
+}
+
+// lookUp looks up probes in turn (their count a power of two) with l, one
+// per iteration, each checked against the value it must find.
+func lookUp(b *testing.B, l lookup, probes []layoutProbe) {
+	i := 0
+	for b.Loop() {
+		p := probes[i&(len(probes)-1)]
+		v, ok := l.get(p.key)
+		if !ok || v != p.val {
+			b.Fatalf("key %#x: got %d, %v, want %d", p.key, v, ok, p.val)
+		}
+		sink += int64(v)
+		i++
 	}
 }
 

@@ -55,16 +55,7 @@ func BenchmarkLeafStarts(b *testing.B) {
 			{"gomap", gomapLookup(gomap)},
 		} {
 			b.Run(fmt.Sprintf("size=%d/search=%s", size.n, c.name), func(b *testing.B) {
-				i := 0
-				for b.Loop() {
-					p := probes[i&(len(probes)-1)]
-					v, ok := c.l.get(p.key)
-					if !ok || v != p.val {
-						b.Fatalf("key %#x: got %d, %v, want %d", p.key, v, ok, p.val)
-					}
-					sink += int64(v)
-					i++
-				}
+				lookUp(b, c.l, probes)
 			})
 		}
 	}
