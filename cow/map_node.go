@@ -119,6 +119,18 @@ const (
 // (rest: the hash with the leaf's prefix shifted out, seekLeaf's).
 func eighth(rest uint64) uint { return uint(rest >> 61) }
 
+// restAt returns hash h with the prefix of a leaf at depth shifted out:
+// seekLeaf's rest, whose top bits say h's eighth.
+func restAt(h uint64, depth int) uint64 { return h << min(63, mapBits*depth) }
+
+// narrowCap is the capacity field of the meta of a leaf with starts for
+// a capacity of c: c, or leafNarrowMaxCap if it is more.
+func narrowCap(c int) slotMeta { return slotMeta(min(c, leafNarrowMaxCap)) }
+
+// withCap returns the meta of a leaf with starts m with its capacity
+// field set for a capacity of c.
+func (m slotMeta) withCap(c int) slotMeta { return m&^leafNarrowMaxCap | narrowCap(c) }
+
 // startsAbove is what an entry of eighth j adds to the starts of every
 // later eighth (an insert adds it, a delete subtracts it): startsAbove[j]
 // has a 1 in the field of each eighth after j.
@@ -262,7 +274,7 @@ func branchSlot[K comparable, V any](b *mapBranch[K, V]) mapSlot[K, V] {
 // without starts.
 func lenCap(n, c int) slotMeta {
 	if n <= leafStartsMaxLen {
-		return slotMeta(n)<<metaLenShift | slotMeta(min(c, leafNarrowMaxCap))
+		return slotMeta(n)<<metaLenShift | narrowCap(c)
 	}
 	if c > wideMask {
 		// Only keys whose hashes share their first 60 bits share a leaf
@@ -291,10 +303,9 @@ func leafSlot[K comparable, V any](ents []mapEntry[K, V], depth int) mapSlot[K, 
 // leafStarts returns the starts of the eighths of a leaf at depth holding
 // ents (at most leafStartsMaxLen), with metaStarts.
 func leafStarts[K comparable, V any](ents []mapEntry[K, V], depth int) slotMeta {
-	shift := min(63, mapBits*depth)
 	meta := metaStarts
 	for i := range ents {
-		meta += startsAbove[eighth(ents[i].hash<<shift)]
+		meta += startsAbove[eighth(restAt(ents[i].hash, depth))]
 	}
 	return meta
 }
@@ -317,7 +328,7 @@ func (s *mapSlot[K, V]) withEntries(ents []mapEntry[K, V]) mapSlot[K, V] {
 	if s.meta&metaStarts == 0 { // a leaf of the tree without starts is wide
 		return rawLeafSlot[K, V](unsafe.Pointer(unsafe.SliceData(ents)), len(ents), cap(ents))
 	}
-	return mapSlot[K, V]{p: unsafe.Pointer(unsafe.SliceData(ents)), meta: s.meta&^leafNarrowMaxCap | slotMeta(min(cap(ents), leafNarrowMaxCap))}
+	return mapSlot[K, V]{p: unsafe.Pointer(unsafe.SliceData(ents)), meta: s.meta.withCap(cap(ents))}
 }
 
 // inserted returns the slot of ents, the leaf of s at depth with one
@@ -327,8 +338,8 @@ func (s *mapSlot[K, V]) inserted(ents []mapEntry[K, V], h uint64, depth int) map
 	if s.meta&metaStarts == 0 || len(ents) > leafStartsMaxLen {
 		return leafSlot(ents, depth)
 	}
-	meta := s.meta&^leafNarrowMaxCap | slotMeta(min(cap(ents), leafNarrowMaxCap))
-	meta += 1<<metaLenShift + startsAbove[eighth(h<<min(63, mapBits*depth))]
+	meta := s.meta.withCap(cap(ents))
+	meta += 1<<metaLenShift + startsAbove[eighth(restAt(h, depth))]
 	return mapSlot[K, V]{p: unsafe.Pointer(unsafe.SliceData(ents)), meta: meta}
 }
 
@@ -341,8 +352,8 @@ func (s *mapSlot[K, V]) deleted(ents []mapEntry[K, V], h uint64, depth int) mapS
 	if s.meta&metaStarts == 0 {
 		return leafSlot(ents, depth)
 	}
-	meta := s.meta&^leafNarrowMaxCap | slotMeta(min(cap(ents), leafNarrowMaxCap))
-	meta -= 1<<metaLenShift + startsAbove[eighth(h<<min(63, mapBits*depth))]
+	meta := s.meta.withCap(cap(ents))
+	meta -= 1<<metaLenShift + startsAbove[eighth(restAt(h, depth))]
 	return mapSlot[K, V]{p: unsafe.Pointer(unsafe.SliceData(ents)), meta: meta}
 }
 
@@ -563,7 +574,7 @@ func findEntry[K comparable, V any](s *mapSlot[K, V], h uint64, k K, depth int) 
 	if !s.isLeaf() {
 		return 0, false
 	}
-	_, _, i, found := seekLeaf(s, h, h<<min(63, mapBits*depth), k)
+	_, _, i, found := seekLeaf(s, h, restAt(h, depth), k)
 	return int(i), found
 }
 
